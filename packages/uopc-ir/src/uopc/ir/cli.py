@@ -1,0 +1,78 @@
+"""The `uopc-ir` command: format, simplify, run and draw .uir programs.
+
+Exit status: 0 on success, 1 when the program is wrong (a syntax error, an invalid node, a program that
+cannot be evaluated) or a file cannot be read, 2 for a wrong command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from uopc.ir.rewrite import RewriteError
+from uopc.ir.symbolic import RunError, run, simplify, to_python
+from uopc.ir.uir import UIRSyntaxError, fmt, parse, to_uir
+from uopc.ir.uop import UOpError
+from uopc.ir.viz import to_dot, to_mermaid
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="uopc-ir",
+        description="Work with uopc IR programs written in the .uir text format.",
+        epilog="Each command reads FILE, or standard input when FILE is '-' or missing. "
+        "Example: uopc-ir run examples/uir/softmax_row.uir",
+    )
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="COMMAND")
+    for verb, text in [
+        ("fmt", "print the program in canonical form (renumbered, constants inline, dead lines dropped)"),
+        ("simplify", "fold constants and simplify integer arithmetic, then print the program"),
+        ("run", "evaluate a closed program and print its value"),
+        ("graph", "print a picture of the graph as Graphviz dot or Mermaid text"),
+    ]:
+        sub = verbs.add_parser(verb, help=text, description=text)
+        sub.add_argument("file", nargs="?", default="-", metavar="FILE", help="a .uir file, or - for stdin")
+        if verb == "graph":
+            sub.add_argument("--format", choices=("dot", "mermaid"), default="dot", help="default: dot")
+    return parser
+
+
+def _read(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def _execute(verb: str, text: str, graph_format: str) -> str:
+    if verb == "fmt":
+        return fmt(text)
+    program = parse(text)
+    if verb == "simplify":
+        return to_uir(simplify(program))
+    if verb == "run":
+        return f"{to_python(run(program))}\n"
+    return to_dot(program) if graph_format == "dot" else to_mermaid(program)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _build_parser().parse_args(argv)
+    name = "<stdin>" if args.file == "-" else args.file
+    try:
+        text = _read(args.file)
+        sys.stdout.write(_execute(args.verb, text, getattr(args, "format", "dot")))
+    except OSError as e:
+        print(f"uopc-ir: cannot read {name}: {e.strerror}", file=sys.stderr)
+        return 1
+    except UIRSyntaxError as e:
+        print(f"{name}:{e.line}:{e.col}: {str(e).split(': ', 1)[1]}", file=sys.stderr)
+        return 1
+    except (UOpError, RunError, RewriteError) as e:
+        print(f"{name}: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,846 @@
+"""The one data structure of uopc: `UOp(op, dtype, src, arg)`, an immutable, hash-consed graph node.
+
+Every program the compiler sees, from a user's tensor expression to the loops it becomes, is a graph of
+UOps. A UOp is never changed after it is built: passes build new graphs. Building a node that already
+exists returns the existing object (hash consing), so two structurally equal graphs are one object and
+`is` compares whole graphs in constant time.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import struct
+import weakref
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, ClassVar, NamedTuple
+
+from uopc.ir.dtype import AddrSpace, AnyDType, DType, PtrDType, dtypes, promote
+
+
+class UOpError(ValueError):
+    """A malformed node. Raised by the constructor of the first bad node, naming op, dtypes and shapes."""
+
+
+# --8<-- [start:ops]
+class Ops(enum.Enum):
+    """Every kind of node. The groups below (`Ops.UNARY`, `Ops.BINARY`, ...) say which rules apply."""
+
+    # values without inputs
+    CONST = enum.auto()  # a scalar constant; arg is the value
+    PARAM = enum.auto()  # the arg-th parameter of the CALL body it appears in
+    CALL = enum.auto()  # src = (body, *arguments): the body with its PARAMs bound to the arguments
+    STACK = enum.auto()  # a shaped constant: src are equal-shaped elements along a new leading axis
+    # unary ALU
+    NEG = enum.auto()
+    EXP = enum.auto()
+    LOG = enum.auto()
+    SQRT = enum.auto()
+    SIN = enum.auto()
+    COS = enum.auto()
+    # binary ALU
+    ADD = enum.auto()
+    SUB = enum.auto()
+    MUL = enum.auto()
+    DIV = enum.auto()  # true division, floats only
+    IDIV = enum.auto()  # floor division, integers only
+    MOD = enum.auto()  # floor modulo (the sign of the divisor), integers only
+    POW = enum.auto()  # floats only
+    MAX = enum.auto()
+    MIN = enum.auto()
+    CMPLT = enum.auto()
+    CMPEQ = enum.auto()
+    CMPNE = enum.auto()
+    AND = enum.auto()
+    OR = enum.auto()
+    XOR = enum.auto()
+    # ternary ALU
+    WHERE = enum.auto()  # src = (condition, value if true, value if false)
+    CAST = enum.auto()  # convert the value of src[0] to dtype
+    # movement: shaped graphs only; each one is an index transform
+    RESHAPE = enum.auto()
+    PERMUTE = enum.auto()
+    EXPAND = enum.auto()
+    SHRINK = enum.auto()
+    PAD = enum.auto()  # fills with zero of the dtype
+    FLIP = enum.auto()
+    # reductions
+    REDUCE_AXIS = enum.auto()  # shaped: arg = (op, axes); reduced axes keep size 1
+    REDUCE = enum.auto()  # lowered: src = (value, *ranges); arg = op
+    # memory
+    BUFFER = enum.auto()  # shaped: a flat input array; arg = BufferArg(slot, size)
+    DEFINE_GLOBAL = enum.auto()  # lowered: a kernel's pointer parameter; arg = BufferArg(slot, size)
+    LOAD = enum.auto()  # src = (pointer, index) or (pointer, index, gate)
+    STORE = enum.auto()  # src = (pointer, index, value)
+    DEFINE_ACC = enum.auto()  # src = (initial value, *enclosing ranges); arg = accumulator number
+    ACCUMULATE = enum.auto()  # src = (accumulator, value, *reduce ranges); arg = op: acc = op(acc, value)
+    # loops
+    RANGE = enum.auto()  # a loop index in [0, src[0]); arg = RangeArg(axis, kind)
+    END = enum.auto()  # src = (statement, *ranges): the loops over ranges close after the statement
+    ENDRANGE = enum.auto()  # in a linearized program only: the closing brace of src[0]'s loop
+    SINK = enum.auto()  # gathers several roots into one graph
+
+    def __repr__(self) -> str:
+        return f"Ops.{self.name}"
+
+    UNARY: ClassVar[frozenset[Ops]]
+    BINARY: ClassVar[frozenset[Ops]]
+    TERNARY: ClassVar[frozenset[Ops]]
+    ALU: ClassVar[frozenset[Ops]]
+    COMPARISON: ClassVar[frozenset[Ops]]
+    COMMUTATIVE: ClassVar[frozenset[Ops]]
+    MOVEMENT: ClassVar[frozenset[Ops]]
+    REDUCE_OPS: ClassVar[frozenset[Ops]]
+
+
+# --8<-- [end:ops]
+
+
+Ops.UNARY = frozenset({Ops.NEG, Ops.EXP, Ops.LOG, Ops.SQRT, Ops.SIN, Ops.COS})
+Ops.BINARY = frozenset(
+    {Ops.ADD, Ops.SUB, Ops.MUL, Ops.DIV, Ops.IDIV, Ops.MOD, Ops.POW, Ops.MAX, Ops.MIN}
+    | {Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR}
+)
+Ops.TERNARY = frozenset({Ops.WHERE})
+Ops.ALU = Ops.UNARY | Ops.BINARY | Ops.TERNARY
+Ops.COMPARISON = frozenset({Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE})
+Ops.COMMUTATIVE = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.MIN, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR})
+Ops.MOVEMENT = frozenset({Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.SHRINK, Ops.PAD, Ops.FLIP})
+Ops.REDUCE_OPS = frozenset({Ops.ADD, Ops.MAX, Ops.MIN, Ops.MUL})
+"""The ops a reduction may combine values with."""
+
+
+class AxisType(enum.Enum):
+    """What a loop range is for; the renderer and the optimizer treat each kind differently."""
+
+    LOOP = "loop"  # an output axis, one iteration per output element
+    REDUCE = "reduce"  # a reduction axis, iterated to update an accumulator
+    THREAD = "thread"  # an output axis split across CPU threads (an OpenMP parallel loop)
+    UPCAST = "upcast"  # an output axis unrolled into several registers
+    UNROLL = "unroll"  # a reduction axis unrolled into straight-line code
+
+
+class RangeArg(NamedTuple):
+    axis: int  # a number unique within the kernel: it names the loop variable
+    kind: AxisType
+
+
+class BufferArg(NamedTuple):
+    slot: int  # which argument of the program or kernel
+    size: int  # number of elements
+
+
+Shape = tuple[int, ...]
+ConstValue = bool | int | float
+
+
+def _argkey(arg: Any) -> Any:
+    """The hash-consing key of an arg: 1, 1.0 and True differ, and so do 0.0 and -0.0; nan equals nan."""
+    if isinstance(arg, float):
+        return (float, struct.pack("<d", arg))
+    if isinstance(arg, tuple):
+        return (type(arg), tuple(_argkey(a) for a in arg))
+    return (type(arg), arg)
+
+
+def round_to(dtype: DType, value: ConstValue) -> ConstValue:
+    """`value` as `dtype` holds it: floats rounded to the type's precision, integers wrapped to its width."""
+    if dtype.is_bool:
+        return bool(value)
+    if dtype.is_int:
+        v = int(value) & ((1 << dtype.bits) - 1)
+        return v - (1 << dtype.bits) if dtype.kind == "int" and v > dtype.max else v
+    x = float(value)
+    if dtype is dtypes.float64 or math.isnan(x) or math.isinf(x):
+        return x
+    if dtype is dtypes.bfloat16:  # round to nearest even on the top 16 bits of the float32
+        (bits,) = struct.unpack("<I", struct.pack("<f", _to_f32(x)))
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+        return float(struct.unpack("<f", struct.pack("<I", bits))[0])
+    return _to_f32(x) if dtype is dtypes.float32 else _to_f16(x)
+
+
+def _to_f32(x: float) -> float:
+    try:
+        return float(struct.unpack("<f", struct.pack("<f", x))[0])
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
+def _to_f16(x: float) -> float:
+    try:
+        return float(struct.unpack("<e", struct.pack("<e", x))[0])
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
+def prod(xs: Iterable[int]) -> int:
+    return math.prod(xs)
+
+
+# --8<-- [start:uop-class]
+class UOp:
+    """One node: an op, the type of its value, its source nodes, and an op-specific argument.
+
+    The constructor looks the node up before building it, so structurally equal nodes are one object.
+    The lookup table holds its nodes weakly: a node nothing refers to is freed.
+    """
+
+    __slots__ = ("__weakref__", "_bounds", "arg", "dtype", "op", "shape", "src")
+    _cache: ClassVar[weakref.WeakValueDictionary[tuple[Any, ...], UOp]] = weakref.WeakValueDictionary()
+
+    op: Ops
+    dtype: AnyDType
+    src: tuple[UOp, ...]
+    arg: Any
+    shape: Shape
+    _bounds: tuple[ConstValue, ConstValue] | None
+
+    def __new__(cls, op: Ops, dtype: AnyDType, src: Sequence[UOp] = (), arg: Any = None) -> UOp:
+        src = tuple(src)
+        key = (op, dtype, src, _argkey(arg))
+        found = UOp._cache.get(key)
+        if found is not None:
+            return found
+        self = object.__new__(cls)
+        self.op, self.dtype, self.src, self.arg, self._bounds = op, dtype, src, arg, None
+        self.shape = check_node(self)
+        UOp._cache[key] = self
+        return self
+
+    # --8<-- [end:uop-class]
+
+    # UOps are compared by identity: hash consing made identity mean structural equality.
+    __hash__ = object.__hash__
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (UOp, (self.op, self.dtype, self.src, self.arg))
+
+    def __repr__(self) -> str:
+        arg = "" if self.arg is None else f", arg={self.arg!r}"
+        return f"UOp({self.op!r}, {self.dtype!r}, src=<{len(self.src)}>{arg})"
+
+    def replace(self, **kw: Any) -> UOp:
+        """This node with some of op, dtype, src and arg changed."""
+        return UOp(kw.get("op", self.op), kw.get("dtype", self.dtype), kw.get("src", self.src), kw.get("arg", self.arg))
+
+    @property
+    def scalar_dtype(self) -> DType:
+        """The element type: `dtype` itself, or what a pointer points to."""
+        return self.dtype.base if isinstance(self.dtype, PtrDType) else self.dtype
+
+    @property
+    def size(self) -> int:
+        return prod(self.shape)
+
+    def toposort(self) -> list[UOp]:
+        return toposort(self)
+
+    # ---- named constructors ----
+    @staticmethod
+    def const(value: ConstValue, dtype: DType | None = None) -> UOp:
+        """A scalar constant; the dtype defaults to bool, int32 or float32 by the Python type."""
+        if dtype is None:
+            dtype = (
+                dtypes.bool if isinstance(value, bool) else dtypes.int32 if isinstance(value, int) else dtypes.float32
+            )
+        if dtype.is_float and isinstance(value, (int, float)):
+            value = float(value)
+        return UOp(Ops.CONST, dtype, (), value)
+
+    def const_like(self, value: ConstValue) -> UOp:
+        """A constant of this node's dtype; broadcast to its shape by ALU ops, which accept scalars."""
+        return UOp.const(value, self.scalar_dtype)
+
+    @staticmethod
+    def buffer(slot: int, size: int, dtype: DType = dtypes.float32) -> UOp:
+        return UOp(Ops.BUFFER, dtype, (), BufferArg(slot, size))
+
+    @staticmethod
+    def define_global(slot: int, size: int, dtype: DType = dtypes.float32) -> UOp:
+        return UOp(Ops.DEFINE_GLOBAL, dtype.ptr(AddrSpace.GLOBAL), (), BufferArg(slot, size))
+
+    def cast(self, dtype: DType) -> UOp:
+        return self if self.dtype is dtype else UOp(Ops.CAST, dtype, (self,))
+
+    def alu(self, op: Ops, *others: UOp | ConstValue) -> UOp:
+        """Apply an ALU op to this node and `others`; Python scalars become constants of a fitting dtype."""
+        srcs = [self, *(o if isinstance(o, UOp) else _const_for(op, self, o) for o in others)]
+        if op in Ops.COMPARISON:
+            return UOp(op, dtypes.bool, srcs)
+        return UOp(op, self.dtype, srcs)
+
+    def where(self, a: UOp | ConstValue, b: UOp | ConstValue) -> UOp:
+        """`a` where this boolean node is true, else `b`; a Python scalar takes the other branch's dtype."""
+        if not isinstance(a, UOp):
+            a = b.const_like(a) if isinstance(b, UOp) else UOp.const(a)
+        if not isinstance(b, UOp):
+            b = a.const_like(b)
+        return UOp(Ops.WHERE, a.dtype, (self, a, b))
+
+    # ---- Python operators ----
+    def __add__(self, x: UOp | ConstValue) -> UOp:
+        return self.alu(Ops.ADD, x)
+
+    def __radd__(self, x: ConstValue) -> UOp:
+        return self.const_like(x).alu(Ops.ADD, self)
+
+    def __sub__(self, x: UOp | ConstValue) -> UOp:
+        return self.alu(Ops.SUB, x)
+
+    def __rsub__(self, x: ConstValue) -> UOp:
+        return self.const_like(x).alu(Ops.SUB, self)
+
+    def __mul__(self, x: UOp | ConstValue) -> UOp:
+        return self.alu(Ops.MUL, x)
+
+    def __rmul__(self, x: ConstValue) -> UOp:
+        return self.const_like(x).alu(Ops.MUL, self)
+
+    def __truediv__(self, x: UOp | ConstValue) -> UOp:
+        return self.alu(Ops.DIV, x)
+
+    def __rtruediv__(self, x: ConstValue) -> UOp:
+        return self.const_like(x).alu(Ops.DIV, self)
+
+    def __floordiv__(self, x: UOp | ConstValue) -> UOp:
+        return self.alu(Ops.IDIV, x)
+
+    def __rfloordiv__(self, x: ConstValue) -> UOp:
+        return self.const_like(x).alu(Ops.IDIV, self)
+
+    def __mod__(self, x: UOp | ConstValue) -> UOp:
+        return self.alu(Ops.MOD, x)
+
+    def __rmod__(self, x: ConstValue) -> UOp:
+        return self.const_like(x).alu(Ops.MOD, self)
+
+    def __pow__(self, x: UOp | ConstValue) -> UOp:
+        return self.alu(Ops.POW, x)
+
+    def __neg__(self) -> UOp:
+        return self.alu(Ops.NEG)
+
+    def __lt__(self, x: UOp | ConstValue) -> UOp:
+        return self.alu(Ops.CMPLT, x)
+
+    def __gt__(self, x: UOp | ConstValue) -> UOp:
+        other = x if isinstance(x, UOp) else self.const_like(x)
+        return other.alu(Ops.CMPLT, self)
+
+    def __le__(self, x: UOp | ConstValue) -> UOp:
+        return self.__gt__(x).logical_not()
+
+    def __ge__(self, x: UOp | ConstValue) -> UOp:
+        return self.__lt__(x).logical_not()
+
+    def __and__(self, x: UOp | ConstValue) -> UOp:
+        return self.alu(Ops.AND, x)
+
+    def __or__(self, x: UOp | ConstValue) -> UOp:
+        return self.alu(Ops.OR, x)
+
+    def __xor__(self, x: UOp | ConstValue) -> UOp:
+        return self.alu(Ops.XOR, x)
+
+    def eq(self, x: UOp | ConstValue) -> UOp:
+        """Elementwise ==; `==` itself stays identity, since UOps are dictionary keys."""
+        return self.alu(Ops.CMPEQ, x)
+
+    def ne(self, x: UOp | ConstValue) -> UOp:
+        return self.alu(Ops.CMPNE, x)
+
+    def logical_not(self) -> UOp:
+        return self.alu(Ops.CMPNE, True)
+
+    def maximum(self, x: UOp | ConstValue) -> UOp:
+        return self.alu(Ops.MAX, x)
+
+    def minimum(self, x: UOp | ConstValue) -> UOp:
+        return self.alu(Ops.MIN, x)
+
+    def exp(self) -> UOp:
+        return self.alu(Ops.EXP)
+
+    def log(self) -> UOp:
+        return self.alu(Ops.LOG)
+
+    def sqrt(self) -> UOp:
+        return self.alu(Ops.SQRT)
+
+    def sin(self) -> UOp:
+        return self.alu(Ops.SIN)
+
+    def cos(self) -> UOp:
+        return self.alu(Ops.COS)
+
+    # ---- movement and reduction on shaped graphs ----
+    def reshape(self, shape: Sequence[int]) -> UOp:
+        shape = tuple(shape)
+        return self if shape == self.shape else UOp(Ops.RESHAPE, self.dtype, (self,), shape)
+
+    def permute(self, order: Sequence[int]) -> UOp:
+        order = tuple(order)
+        return self if order == tuple(range(len(self.shape))) else UOp(Ops.PERMUTE, self.dtype, (self,), order)
+
+    def expand(self, shape: Sequence[int]) -> UOp:
+        shape = tuple(shape)
+        return self if shape == self.shape else UOp(Ops.EXPAND, self.dtype, (self,), shape)
+
+    def shrink(self, bounds: Sequence[tuple[int, int]]) -> UOp:
+        bounds = tuple((int(b), int(e)) for b, e in bounds)
+        if bounds == tuple((0, s) for s in self.shape):
+            return self
+        return UOp(Ops.SHRINK, self.dtype, (self,), bounds)
+
+    def pad(self, widths: Sequence[tuple[int, int]]) -> UOp:
+        widths = tuple((int(b), int(a)) for b, a in widths)
+        if all(b == a == 0 for b, a in widths) and len(widths) == len(self.shape):
+            return self
+        return UOp(Ops.PAD, self.dtype, (self,), widths)
+
+    def flip(self, axes: Sequence[int]) -> UOp:
+        axes = tuple(sorted(axes))
+        return self if not axes else UOp(Ops.FLIP, self.dtype, (self,), axes)
+
+    def reduce(self, op: Ops, axes: Sequence[int]) -> UOp:
+        """Combine values along `axes` with `op`; the reduced axes keep size 1."""
+        return UOp(Ops.REDUCE_AXIS, self.dtype, (self,), (op, tuple(sorted(axes))))
+
+    def sum(self, axes: Sequence[int]) -> UOp:
+        return self.reduce(Ops.ADD, axes)
+
+    # ---- memory and loops in lowered graphs ----
+    def load(self, index: UOp, gate: UOp | None = None) -> UOp:
+        """Read element `index` of this pointer; where `gate` is false nothing is read and the value is 0."""
+        src = (self, index) if gate is None else (self, index, gate)
+        return UOp(Ops.LOAD, self.scalar_dtype, src)
+
+    def store(self, index: UOp, value: UOp) -> UOp:
+        return UOp(Ops.STORE, dtypes.void, (self, index, value))
+
+    def end(self, *ranges: UOp) -> UOp:
+        """Close the loops over `ranges` after this statement."""
+        dtype = self.dtype if self.op is Ops.ACCUMULATE else dtypes.void
+        return UOp(Ops.END, dtype, (self, *ranges))
+
+
+def _const_for(op: Ops, like: UOp, value: ConstValue) -> UOp:
+    """The constant operand for `like <op> value`: of `like`'s dtype, so 2 * x keeps x's type."""
+    dtype = like.scalar_dtype
+    if op in (Ops.AND, Ops.OR, Ops.XOR, Ops.CMPNE, Ops.CMPEQ) and isinstance(value, bool) and dtype.is_bool:
+        return UOp.const(value, dtypes.bool)
+    if isinstance(value, float) and not dtype.is_float:
+        raise UOpError(f"{op.name}: float constant {value!r} with a {dtype.name} operand; cast the operand first")
+    return UOp.const(value, dtype)
+
+
+def const(value: ConstValue, dtype: DType | None = None) -> UOp:
+    return UOp.const(value, dtype)
+
+
+def range_(end: int | UOp, axis: int, kind: AxisType = AxisType.LOOP) -> UOp:
+    """A loop index over [0, end); `axis` must be unique within a kernel."""
+    end_uop = end if isinstance(end, UOp) else UOp.const(end, dtypes.index)
+    return UOp(Ops.RANGE, end_uop.dtype, (end_uop,), RangeArg(axis, kind))
+
+
+def sink(*srcs: UOp) -> UOp:
+    return UOp(Ops.SINK, dtypes.void, srcs)
+
+
+def param(index: int, dtype: DType = dtypes.int32) -> UOp:
+    """The `index`-th parameter of the CALL whose body this appears in."""
+    return UOp(Ops.PARAM, dtype, (), index)
+
+
+def call(name: str, body: UOp, *args: UOp) -> UOp:
+    return UOp(Ops.CALL, body.dtype, (body, *args), name)
+
+
+def where(cond: UOp, a: UOp | ConstValue, b: UOp | ConstValue) -> UOp:
+    return cond.where(a, b)
+
+
+def cast(x: UOp, dtype: DType) -> UOp:
+    return x.cast(dtype)
+
+
+def stack(*elements: UOp | ConstValue) -> UOp:
+    """A shaped constant; elements are scalars or equal-shaped STACKs."""
+    srcs = [e if isinstance(e, UOp) else UOp.const(e) for e in elements]
+    if not srcs:
+        raise UOpError("STACK: needs at least one element")
+    return UOp(Ops.STACK, srcs[0].dtype, srcs)
+
+
+# --8<-- [start:toposort]
+def toposort(root: UOp, enter: Callable[[UOp], Iterable[UOp]] | None = None) -> list[UOp]:
+    """Every node reachable from `root`, each after its sources; iterative, so depth does not matter.
+
+    `enter(u)` chooses which sources of `u` to follow (all of them by default).
+    """
+    order: list[UOp] = []
+    visited: set[UOp] = set()
+    stack: list[tuple[UOp, bool]] = [(root, False)]
+    while stack:
+        u, children_done = stack.pop()
+        if children_done:
+            order.append(u)
+            continue
+        if u in visited:
+            continue
+        visited.add(u)
+        stack.append((u, True))
+        for s in reversed(tuple(u.src if enter is None else enter(u))):
+            if s not in visited:
+                stack.append((s, False))
+    return order
+
+
+# --8<-- [end:toposort]
+
+
+def substitute(root: UOp, mapping: dict[UOp, UOp], enter_calls: bool = True) -> UOp:
+    """`root` with every node in `mapping` replaced; with `enter_calls=False`, CALL bodies are kept as they are."""
+
+    def enter(u: UOp) -> Iterable[UOp]:
+        return u.src[1:] if u.op is Ops.CALL and not enter_calls else u.src
+
+    new: dict[UOp, UOp] = {}
+    for u in toposort(root, enter):
+        if u in mapping:
+            new[u] = mapping[u]
+            continue
+        src = tuple(new.get(s, s) for s in u.src)
+        new[u] = u if src == u.src else u.replace(src=src)
+    return new[root]
+
+
+def call_body_params(body: UOp) -> list[UOp]:
+    """The PARAMs that belong to `body`: those not inside the body of a nested CALL."""
+    return [u for u in toposort(body, lambda u: u.src[1:] if u.op is Ops.CALL else u.src) if u.op is Ops.PARAM]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Validation: every constructor checks its node here, and the checks return the node's shape.
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _fail(u: UOp, problem: str) -> UOpError:
+    return UOpError(f"{u.op.name}: {problem}")
+
+
+def _describe(s: UOp) -> str:
+    return f"{s.dtype.name}{list(s.shape) if s.shape else ''}"
+
+
+def _broadcast_shapes(u: UOp, srcs: Sequence[UOp]) -> Shape:
+    shapes = {s.shape for s in srcs if s.shape != ()}
+    if len(shapes) > 1:
+        got = " vs ".join(str(s.shape) for s in srcs)
+        raise _fail(u, f"shape mismatch {got}; reshape and expand to one shape (only scalars broadcast)")
+    return shapes.pop() if shapes else ()
+
+
+def _scalar_dtype(u: UOp) -> DType:
+    if isinstance(u.dtype, PtrDType):
+        raise _fail(u, f"dtype must be a scalar type, not the pointer {u.dtype.name}")
+    return u.dtype
+
+
+def _check_alu(u: UOp) -> Shape:
+    dt = _scalar_dtype(u)
+    n = {**dict.fromkeys(Ops.UNARY, 1), **dict.fromkeys(Ops.BINARY, 2), Ops.WHERE: 3}[u.op]
+    if len(u.src) != n:
+        raise _fail(u, f"takes {n} source(s), got {len(u.src)}")
+    values = u.src[1:] if u.op is Ops.WHERE else u.src
+    in_dt = {s.dtype for s in values}
+    if len(in_dt) > 1:
+        names = " vs ".join(s.dtype.name for s in values)
+        fix = promote(*(s.scalar_dtype for s in values[:2])).name
+        raise _fail(u, f"dtype mismatch {names}; insert a CAST (both to {fix}, by the promotion rules)")
+    src_dt = values[0].scalar_dtype
+    if u.op is Ops.WHERE and u.src[0].dtype is not dtypes.bool:
+        raise _fail(u, f"condition must be bool, got {u.src[0].dtype.name}; compare it first")
+    want = dtypes.bool if u.op in Ops.COMPARISON else src_dt
+    if dt is not want:
+        raise _fail(u, f"result dtype must be {want.name} for {src_dt.name} operands, got {dt.name}")
+    allowed = _ALU_KINDS.get(u.op)
+    if allowed is not None and src_dt.kind not in allowed:
+        raise _fail(u, f"not defined for {src_dt.name}; it takes {' or '.join(allowed)} operands")
+    return _broadcast_shapes(u, u.src)
+
+
+_ALU_KINDS: dict[Ops, tuple[str, ...]] = {
+    **dict.fromkeys((Ops.EXP, Ops.LOG, Ops.SQRT, Ops.SIN, Ops.COS, Ops.DIV, Ops.POW), ("float",)),
+    **dict.fromkeys((Ops.IDIV, Ops.MOD), ("int", "uint")),
+    **dict.fromkeys((Ops.NEG, Ops.ADD, Ops.SUB, Ops.MUL), ("int", "uint", "float")),
+    **dict.fromkeys((Ops.AND, Ops.OR, Ops.XOR), ("bool", "int", "uint")),
+}
+
+
+def _check_const(u: UOp) -> Shape:
+    dt, v = _scalar_dtype(u), u.arg
+    if u.src:
+        raise _fail(u, "takes no sources")
+    ok = (
+        (dt.is_bool and isinstance(v, bool))
+        or (dt.is_int and isinstance(v, int) and not isinstance(v, bool) and dt.min <= v <= dt.max)
+        or (dt.is_float and isinstance(v, float))
+    )
+    if not ok:
+        want = {"bool": "True or False", "float": "a Python float"}.get(dt.kind, f"an int in [{dt.min}, {dt.max}]")
+        raise _fail(u, f"value {v!r} ({type(v).__name__}) does not fit {dt.name}; it takes {want}")
+    if dt.is_float and not (math.isnan(v) or v == round_to(dt, v)):
+        raise _fail(u, f"value {v!r} is not exactly a {dt.name}; use UOp.const, which rounds it")
+    return ()
+
+
+def _check_cast(u: UOp) -> Shape:
+    _scalar_dtype(u)
+    if len(u.src) != 1:
+        raise _fail(u, f"takes 1 source, got {len(u.src)}")
+    _scalar_dtype(u.src[0])
+    return u.src[0].shape
+
+
+def _check_movement(u: UOp) -> Shape:
+    if len(u.src) != 1:
+        raise _fail(u, f"takes 1 source, got {len(u.src)}")
+    x = u.src[0]
+    if u.dtype is not x.dtype:
+        raise _fail(u, f"dtype {u.dtype.name} differs from its source's {x.dtype.name}")
+    return _MOVEMENT_SHAPE[u.op](u, x.shape, u.arg)
+
+
+def _int_tuple(u: UOp, arg: Any, what: str, depth: int = 1) -> None:
+    ok = isinstance(arg, tuple) and all(
+        (isinstance(a, int) and not isinstance(a, bool)) if depth == 1 else isinstance(a, tuple) and len(a) == 2
+        for a in arg
+    )
+    if depth == 2 and ok:
+        ok = all(isinstance(b, int) and not isinstance(b, bool) for a in arg for b in a)
+    if not ok:
+        raise _fail(u, f"arg must be {what}, got {arg!r}")
+
+
+def _reshape_shape(u: UOp, shape: Shape, arg: Any) -> Shape:
+    _int_tuple(u, arg, "a tuple of ints (the new shape)")
+    if any(s < 1 for s in arg):
+        raise _fail(u, f"shape {arg} has a dimension below 1")
+    if prod(arg) != prod(shape):
+        raise _fail(u, f"cannot reshape {shape} ({prod(shape)} elements) to {arg} ({prod(arg)} elements)")
+    return tuple(arg)
+
+
+def _permute_shape(u: UOp, shape: Shape, arg: Any) -> Shape:
+    _int_tuple(u, arg, "a tuple of ints (a permutation)")
+    if sorted(arg) != list(range(len(shape))):
+        raise _fail(u, f"{arg} is not a permutation of the {len(shape)} axes of {shape}")
+    return tuple(shape[i] for i in arg)
+
+
+def _expand_shape(u: UOp, shape: Shape, arg: Any) -> Shape:
+    _int_tuple(u, arg, "a tuple of ints (the new shape)")
+    if len(arg) != len(shape) or any(s not in (n, 1) for s, n in zip(shape, arg, strict=True)):
+        raise _fail(u, f"cannot expand {shape} to {arg}: only axes of size 1 grow, and the rank stays {len(shape)}")
+    return tuple(arg)
+
+
+def _shrink_shape(u: UOp, shape: Shape, arg: Any) -> Shape:
+    _int_tuple(u, arg, "a tuple of (begin, end) pairs", depth=2)
+    if len(arg) != len(shape) or any(not 0 <= b < e <= s for (b, e), s in zip(arg, shape, strict=True)):
+        raise _fail(u, f"bounds {arg} do not fit {shape}: each axis needs 0 <= begin < end <= size")
+    return tuple(e - b for b, e in arg)
+
+
+def _pad_shape(u: UOp, shape: Shape, arg: Any) -> Shape:
+    _int_tuple(u, arg, "a tuple of (before, after) pairs", depth=2)
+    if len(arg) != len(shape) or any(b < 0 or a < 0 for b, a in arg):
+        raise _fail(u, f"widths {arg} do not fit {shape}: one (before, after) pair per axis, none negative")
+    return tuple(s + b + a for (b, a), s in zip(arg, shape, strict=True))
+
+
+def _flip_shape(u: UOp, shape: Shape, arg: Any) -> Shape:
+    _int_tuple(u, arg, "a tuple of axes")
+    if len(set(arg)) != len(arg) or any(not 0 <= a < len(shape) for a in arg):
+        raise _fail(u, f"axes {arg} must be distinct axes of {shape}")
+    return shape
+
+
+_MOVEMENT_SHAPE: dict[Ops, Callable[[UOp, Shape, Any], Shape]] = {
+    Ops.RESHAPE: _reshape_shape,
+    Ops.PERMUTE: _permute_shape,
+    Ops.EXPAND: _expand_shape,
+    Ops.SHRINK: _shrink_shape,
+    Ops.PAD: _pad_shape,
+    Ops.FLIP: _flip_shape,
+}
+
+
+def _check_reduce_axis(u: UOp) -> Shape:
+    if len(u.src) != 1 or u.dtype is not u.src[0].dtype:
+        raise _fail(u, "takes 1 source of its own dtype")
+    shape = u.src[0].shape
+    if not (isinstance(u.arg, tuple) and len(u.arg) == 2 and u.arg[0] in Ops.REDUCE_OPS):
+        ops = ", ".join(o.name for o in Ops.REDUCE_OPS)
+        raise _fail(u, f"arg must be (op, axes) with op one of {ops}, got {u.arg!r}")
+    op, axes = u.arg
+    _int_tuple(u, axes, "(op, axes) with a tuple of axes")
+    if len(set(axes)) != len(axes) or any(not 0 <= a < len(shape) for a in axes):
+        raise _fail(u, f"axes {axes} must be distinct axes of {shape}")
+    if u.dtype is dtypes.bool and op in (Ops.ADD, Ops.MUL):
+        raise _fail(u, f"cannot reduce bool with {op.name}; cast to an integer type first")
+    return tuple(1 if i in axes else s for i, s in enumerate(shape))
+
+
+def _check_stack(u: UOp) -> Shape:
+    if not u.src:
+        raise _fail(u, "needs at least one element")
+    if any(s.dtype is not u.dtype or s.shape != u.src[0].shape for s in u.src):
+        got = ", ".join(_describe(s) for s in u.src)
+        raise _fail(u, f"elements must share the dtype {u.dtype.name} and one shape, got {got}")
+    return (len(u.src), *u.src[0].shape)
+
+
+def _check_buffer(u: UOp) -> Shape:
+    if not (isinstance(u.arg, BufferArg) and u.arg.slot >= 0 and u.arg.size >= 1):
+        raise _fail(u, f"arg must be BufferArg(slot >= 0, size >= 1), got {u.arg!r}")
+    if u.op is Ops.BUFFER:
+        _scalar_dtype(u)
+        return (u.arg.size,)
+    if not isinstance(u.dtype, PtrDType):
+        raise _fail(u, f"dtype must be a pointer, got {u.dtype.name}")
+    return ()
+
+
+def _check_param(u: UOp) -> Shape:
+    _scalar_dtype(u)
+    if not (isinstance(u.arg, int) and u.arg >= 0) or u.src:
+        raise _fail(u, f"takes no sources and an index >= 0, got {u.arg!r}")
+    return ()
+
+
+def _check_call(u: UOp) -> Shape:
+    if not u.src or not isinstance(u.arg, str):
+        raise _fail(u, "needs src = (body, *arguments) and a name")
+    body, args = u.src[0], u.src[1:]
+    if u.dtype is not body.dtype:
+        raise _fail(u, f"dtype {u.dtype.name} differs from its body's {body.dtype.name}")
+    for p in call_body_params(body):
+        if p.arg >= len(args):
+            raise _fail(u, f"{u.arg}: body uses parameter {p.arg} but the call passes {len(args)} argument(s)")
+        if args[p.arg].dtype is not p.dtype:
+            raise _fail(u, f"{u.arg}: parameter {p.arg} is {p.dtype.name}, argument is {args[p.arg].dtype.name}")
+    return body.shape
+
+
+def _check_range(u: UOp) -> Shape:
+    if len(u.src) != 1 or not isinstance(u.arg, RangeArg) or not isinstance(u.arg.kind, AxisType):
+        raise _fail(u, f"needs src = (end,) and arg RangeArg(axis, kind), got {u.arg!r}")
+    if not (u.src[0].dtype.is_int and u.dtype is u.src[0].dtype):  # type: ignore[union-attr]
+        raise _fail(u, f"end and index must share an integer dtype, got {u.src[0].dtype.name} and {u.dtype.name}")
+    return ()
+
+
+def _check_load(u: UOp) -> Shape:
+    if len(u.src) not in (2, 3) or not isinstance(u.src[0].dtype, PtrDType):
+        raise _fail(u, "needs src = (pointer, index) or (pointer, index, gate)")
+    if not u.src[1].scalar_dtype.is_int or u.src[1].shape:
+        raise _fail(u, f"index must be an integer scalar, got {_describe(u.src[1])}")
+    if len(u.src) == 3 and u.src[2].dtype is not dtypes.bool:
+        raise _fail(u, f"gate must be bool, got {u.src[2].dtype.name}")
+    if u.dtype is not u.src[0].dtype.base:
+        raise _fail(u, f"loads {u.src[0].dtype.base.name}, not {u.dtype.name}")
+    return ()
+
+
+def _check_store(u: UOp) -> Shape:
+    if len(u.src) != 3 or not isinstance(u.src[0].dtype, PtrDType) or u.dtype is not dtypes.void:
+        raise _fail(u, "needs src = (pointer, index, value) and dtype void")
+    if not u.src[1].scalar_dtype.is_int:
+        raise _fail(u, f"index must be an integer, got {u.src[1].dtype.name}")
+    if u.src[2].dtype is not u.src[0].dtype.base:
+        raise _fail(u, f"stores {u.src[2].dtype.name} into a {u.src[0].dtype.base.name} buffer; insert a CAST")
+    return ()
+
+
+def _check_ranges(u: UOp, ranges: Sequence[UOp], at_least: int) -> None:
+    if len(ranges) < at_least or any(r.op is not Ops.RANGE for r in ranges):
+        raise _fail(u, f"expects {at_least} or more RANGE sources after the first, got {[r.op.name for r in ranges]}")
+
+
+def _check_reduce(u: UOp) -> Shape:
+    if not u.src or u.arg not in Ops.REDUCE_OPS or u.dtype is not u.src[0].dtype:
+        raise _fail(u, "needs src = (value, *ranges) of the value's dtype, and a reduce op as arg")
+    _check_ranges(u, u.src[1:], 1)
+    return ()
+
+
+def _check_define_acc(u: UOp) -> Shape:
+    if not u.src or u.src[0].op is not Ops.CONST or u.dtype is not u.src[0].dtype or not isinstance(u.arg, int):
+        raise _fail(u, "needs src = (initial constant, *ranges) of its dtype and a number as arg")
+    _check_ranges(u, u.src[1:], 0)
+    return ()
+
+
+def _check_accumulate(u: UOp) -> Shape:
+    if len(u.src) < 2 or u.src[0].op is not Ops.DEFINE_ACC or u.arg not in Ops.REDUCE_OPS:
+        raise _fail(u, "needs src = (DEFINE_ACC, value, *ranges) and a reduce op as arg")
+    if not u.dtype is u.src[0].dtype is u.src[1].dtype:
+        raise _fail(u, f"accumulator, value and result dtypes differ: {u.src[0].dtype.name}, {u.src[1].dtype.name}")
+    _check_ranges(u, u.src[2:], 1)
+    return ()
+
+
+def _check_end(u: UOp) -> Shape:
+    if not u.src or u.src[0].op not in (Ops.STORE, Ops.ACCUMULATE, Ops.END):
+        raise _fail(u, "closes loops after a STORE, an ACCUMULATE or another END")
+    want = u.src[0].dtype if u.src[0].op is not Ops.STORE else dtypes.void
+    if u.dtype is not want:
+        raise _fail(u, f"dtype must be {want.name}, the dtype of what it closes")
+    _check_ranges(u, u.src[1:], 1)
+    return ()
+
+
+def _check_void(u: UOp) -> Shape:
+    if u.dtype is not dtypes.void:
+        raise _fail(u, f"dtype must be void, got {u.dtype.name}")
+    if u.op is Ops.ENDRANGE and (len(u.src) != 1 or u.src[0].op is not Ops.RANGE):
+        raise _fail(u, "needs src = (range,)")
+    return ()
+
+
+_CHECKS: dict[Ops, Callable[[UOp], Shape]] = {
+    **dict.fromkeys(Ops.ALU, _check_alu),
+    **dict.fromkeys(Ops.MOVEMENT, _check_movement),
+    Ops.CONST: _check_const,
+    Ops.CAST: _check_cast,
+    Ops.REDUCE_AXIS: _check_reduce_axis,
+    Ops.STACK: _check_stack,
+    Ops.BUFFER: _check_buffer,
+    Ops.DEFINE_GLOBAL: _check_buffer,
+    Ops.PARAM: _check_param,
+    Ops.CALL: _check_call,
+    Ops.RANGE: _check_range,
+    Ops.LOAD: _check_load,
+    Ops.STORE: _check_store,
+    Ops.REDUCE: _check_reduce,
+    Ops.DEFINE_ACC: _check_define_acc,
+    Ops.ACCUMULATE: _check_accumulate,
+    Ops.END: _check_end,
+    Ops.SINK: _check_void,
+    Ops.ENDRANGE: _check_void,
+}
+
+
+def check_node(u: UOp) -> Shape:
+    """Validate a new node and return its shape; raises UOpError naming what is wrong and what would be valid."""
+    if not isinstance(u.op, Ops):
+        raise UOpError(f"op must be an Ops member, got {u.op!r}")
+    if not isinstance(u.dtype, (DType, PtrDType)):
+        raise _fail(u, f"dtype must be a DType, got {u.dtype!r}")
+    if any(not isinstance(s, UOp) for s in u.src):
+        raise _fail(u, f"sources must be UOps, got {[type(s).__name__ for s in u.src]}")
+    return _CHECKS[u.op](u)

@@ -1,0 +1,43 @@
+"""Pictures of graphs: Graphviz dot and Mermaid text, one box per node, arrows from sources to users."""
+
+from __future__ import annotations
+
+from uopc.ir.uir import ARG_CODECS, dtype_text, literal_text
+from uopc.ir.uop import Ops, UOp, toposort
+
+
+def node_label(u: UOp) -> str:
+    """What a box says: the op, the dtype, and the arg or constant value."""
+    if u.op is Ops.CONST:
+        return f"const {literal_text(u.arg, u.scalar_dtype)}"
+    label = f"{u.op.name.lower()} {dtype_text(u.dtype)}"
+    if u.arg is not None and u.op in ARG_CODECS:
+        label += f"\n{ARG_CODECS[u.op][0](u.arg)}"
+    if u.shape:
+        label += f"\n{list(u.shape)}"
+    return label
+
+
+def to_dot(root: UOp) -> str:
+    """Graphviz: `uopc-ir graph prog.uir | dot -Tsvg > prog.svg`."""
+    order = toposort(root)
+    ids = {u: i for i, u in enumerate(order)}
+    lines = ["digraph uops {", "  rankdir=BT;", '  node [shape=box, fontname="monospace"];']
+    for u in order:
+        text = node_label(u).replace('"', '\\"').replace("\n", "\\n")
+        style = ', style=filled, fillcolor="#eeeeee"' if u.op is Ops.CONST else ""
+        lines.append(f'  n{ids[u]} [label="{text}"{style}];')
+    lines += [f"  n{ids[s]} -> n{ids[u]};" for u in order for s in u.src]
+    return "\n".join([*lines, "}"]) + "\n"
+
+
+def to_mermaid(root: UOp) -> str:
+    """Mermaid, which Markdown renderers such as the docs site draw in place."""
+    order = toposort(root)
+    ids = {u: i for i, u in enumerate(order)}
+    lines = ["flowchart BT"]
+    for u in order:
+        text = node_label(u).replace('"', "#quot;").replace("\n", "<br/>")
+        lines.append(f'  n{ids[u]}["{text}"]')
+    lines += [f"  n{ids[s]} --> n{ids[u]}" for u in order for s in u.src]
+    return "\n".join(lines) + "\n"
