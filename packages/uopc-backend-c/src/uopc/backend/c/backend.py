@@ -1,0 +1,101 @@
+"""The C backend: kernels rendered as C, built in batches, run on numpy arrays."""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from uopc.backend.c.compiler import build_library
+from uopc.backend.c.program import CParam, check_arrays, load_library
+from uopc.backend.c.render import C_PRELUDE, render_c, render_kernel
+from uopc.ir import DType
+from uopc.lower import Kernel, Step
+
+
+def batch_source(kernels: Sequence[Kernel], steps: Sequence[Step]) -> str:
+    """One C file: every kernel, each helper once, and `uopc_plan`, which calls the kernels in plan order."""
+    names = [k.name for k in kernels]
+    if len(set(names)) != len(names):
+        raise ValueError(f"kernel names in one batch must be unique, got {names}")
+    helpers: dict[str, str] = {}
+    functions = []
+    for k in kernels:
+        function, used = render_kernel(k)
+        helpers.update(used)
+        functions.append(function)
+    calls = [f"  {kernels[s.kernel].name}({', '.join(f'bufs[{b}]' for b in s.buffers)});" for s in steps]
+    plan = "\n".join(["void uopc_plan(void* const* bufs) {", *calls, "}"])
+    return "\n\n".join([C_PRELUDE, *helpers.values(), *functions, plan]) + "\n"
+
+
+def plan_buffers(kernels: Sequence[Kernel], steps: Sequence[Step]) -> list[CParam]:
+    """What each plan buffer must be: the dtype its kernels agree on, and the largest size they use."""
+    dtype: dict[int, DType] = {}
+    size: dict[int, int] = {}
+    written: set[int] = set()
+    for s in steps:
+        k = kernels[s.kernel]
+        if len(s.buffers) != len(k.params):
+            raise ValueError(f"step calls {k.name} with {len(s.buffers)} buffers; it takes {len(k.params)}")
+        for b, p in zip(s.buffers, k.params, strict=True):
+            if dtype.setdefault(b, p.dtype) is not p.dtype:
+                raise ValueError(f"plan buffer {b} is {dtype[b].name} in one kernel and {p.dtype.name} in {k.name}")
+            size[b] = max(size.get(b, 0), p.size)
+            if p.slot in k.written:
+                written.add(b)
+    if sorted(dtype) != list(range(len(dtype))):
+        raise ValueError(f"plan buffers must be numbered 0..n-1, got {sorted(dtype)}")
+    return [CParam(f"buffer {b}", dtype[b], size[b], const=b not in written) for b in range(len(dtype))]
+
+
+class CExecutable:
+    """A built batch: `run` calls the whole plan with one call into C; `run_kernel` calls one kernel."""
+
+    def __init__(self, kernels: Sequence[Kernel], steps: Sequence[Step]) -> None:
+        self.kernels, self.steps = list(kernels), list(steps)
+        self.buffers = plan_buffers(kernels, steps)
+        self.source = batch_source(kernels, steps)
+        lib = load_library(build_library(self.source))
+        self.plan = lib.uopc_plan
+        self.plan.argtypes, self.plan.restype = [ctypes.c_void_p], None
+        self.functions = []
+        for k in kernels:
+            fn = getattr(lib, k.name)
+            fn.argtypes, fn.restype = [ctypes.c_void_p] * len(k.params), None
+            self.functions.append(fn)
+        self.params = [
+            [CParam(p.name, p.dtype, p.size, p.slot not in k.written) for p in k.params] for k in self.kernels
+        ]
+        self._pointers = ctypes.c_void_p * len(self.buffers)
+
+    def run(self, buffers: Sequence[Any]) -> None:
+        check_arrays("uopc_plan", self.buffers, buffers)
+        self.plan(self._pointers(*(b.ctypes.data for b in buffers)))
+
+    def run_kernel(self, index: int, buffers: Sequence[Any]) -> None:
+        check_arrays(self.kernels[index].name, self.params[index], buffers)
+        self.functions[index](*(b.ctypes.data for b in buffers))
+
+
+class CBackend:
+    """The backend registered as `C` in the `uopc.backends` entry-point group."""
+
+    name = "C"
+
+    def render(self, kernel: Kernel) -> str:
+        return render_c(kernel)
+
+    def compile(self, kernels: Sequence[Kernel], steps: Sequence[Step]) -> CExecutable:
+        return CExecutable(kernels, steps)
+
+    def allocate(self, dtype: DType, size: int) -> np.ndarray[Any, Any]:
+        return np.empty(size, dtype=np.dtype(dtype.np_name))
+
+    def from_numpy(self, array: Any) -> np.ndarray[Any, Any]:
+        return np.array(array, order="C", copy=True).reshape(-1)
+
+    def to_numpy(self, buffer: Any) -> np.ndarray[Any, Any]:
+        return np.asarray(buffer)

@@ -1,0 +1,98 @@
+"""Call compiled C on numpy arrays, checking every array against the function's parameters first.
+
+A kernel's signature declares each buffer with its size, `float data0[restrict static 6]`, so the
+checked entry point knows exactly what each parameter must be: a C-contiguous numpy array of that dtype
+and that many elements (and writeable, unless the parameter is const). Anything else is refused with a
+message, before C could read or write out of bounds.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from uopc.backend.c.compiler import build_library
+from uopc.ir import DType, dtypes
+
+
+class ArgumentError(TypeError):
+    """An array that does not match the kernel parameter it is passed for."""
+
+
+@dataclass(frozen=True)
+class CParam:
+    name: str
+    dtype: DType
+    size: int
+    const: bool
+
+
+_C_TYPES = {d.c_name: d for d in dtypes.all() if d is not dtypes.bfloat16}
+_PARAM = re.compile(r"^\s*(const\s+)?([a-zA-Z_][\w ]*?)\s+(\w+)\s*\[\s*restrict\s+static\s+(\d+)\s*\]\s*$")
+
+
+def parse_signature(source: str, name: str) -> list[CParam]:
+    """The parameters of function `name` in `source`; each must be declared `T data[restrict static N]`."""
+    m = re.search(rf"\bvoid\s+{re.escape(name)}\s*\(([^)]*)\)\s*\{{", source)
+    if m is None:
+        raise ArgumentError(f"no function 'void {name}(...)' defined in the source")
+    params = []
+    for text in filter(None, (p.strip() for p in m.group(1).split(","))):
+        pm = _PARAM.match(text)
+        if pm is None or pm.group(2) not in _C_TYPES:
+            raise ArgumentError(
+                f"{name}: parameter '{text}' must be declared 'T name[restrict static N]' with a scalar type T, "
+                "so that calls can be checked"
+            )
+        params.append(CParam(pm.group(3), _C_TYPES[pm.group(2)], int(pm.group(4)), pm.group(1) is not None))
+    return params
+
+
+def check_arrays(fn: str, params: Sequence[CParam], arrays: Sequence[Any]) -> None:
+    """Raise ArgumentError unless each array matches its parameter exactly."""
+    if len(arrays) != len(params):
+        raise ArgumentError(f"{fn} takes {len(params)} arrays ({', '.join(p.name for p in params)}), got {len(arrays)}")
+    for p, a in zip(params, arrays, strict=True):
+        if not isinstance(a, np.ndarray):
+            raise ArgumentError(f"{fn}: {p.name} must be a numpy array, got {type(a).__name__}")
+        problem = None
+        if a.dtype != np.dtype(p.dtype.np_name):
+            problem = f"dtype {a.dtype}, expected {p.dtype.np_name}"
+        elif a.size != p.size:
+            problem = f"{a.size} elements (shape {a.shape}), expected {p.size}"
+        elif not a.flags.c_contiguous:
+            problem = "not C-contiguous; pass np.ascontiguousarray(...)"
+        elif not p.const and not a.flags.writeable:
+            problem = "read-only, but the kernel writes it"
+        if problem:
+            raise ArgumentError(f"{fn}: {p.name} is {problem}")
+
+
+@functools.cache
+def load_library(path: Path) -> ctypes.CDLL:
+    return ctypes.CDLL(str(path))
+
+
+# --8<-- [start:program]
+class Program:
+    """A C function built from source and callable on numpy arrays: `Program(src, "k")(a, b, out)`."""
+
+    def __init__(self, source: str, name: str) -> None:
+        self.name, self.params = name, parse_signature(source, name)
+        self.fn = getattr(load_library(build_library(source)), name)
+        self.fn.restype = None
+        self.fn.argtypes = [ctypes.c_void_p] * len(self.params)
+
+    def __call__(self, *arrays: Any) -> None:
+        check_arrays(self.name, self.params, arrays)
+        self.fn(*(a.ctypes.data for a in arrays))
+
+
+# --8<-- [end:program]

@@ -1,0 +1,236 @@
+"""Render a linearized kernel as C: one statement a line, names that say what each value is.
+
+Loop indices are idx<axis> (output loops), tidx<axis> (threaded loops) and ridx<axis> (reduce loops);
+accumulators are acc<n>, loaded values val<n>, and other computed values alu<n>. An ALU value used once,
+in the block where it is computed, is written inline into its user instead of getting a name.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from uopc.ir import AxisType, DType, Ops, UOp, dtypes, vmin
+from uopc.lower import Kernel, Param
+
+
+class RenderError(ValueError):
+    """A kernel the C renderer cannot express, such as one computing in bfloat16."""
+
+
+# --8<-- [start:c-literal]
+def c_literal(value: bool | int | float, dtype: DType) -> str:
+    """A C constant of exactly `dtype`'s value: 1.0f, 2LL, 3u, INFINITY, NAN."""
+    if dtype.is_bool:
+        return "1" if value else "0"
+    if dtype.is_float:
+        v = float(value)
+        text = "NAN" if math.isnan(v) else ("INFINITY" if v > 0 else "(-INFINITY)") if math.isinf(v) else repr(v)
+        if not math.isfinite(v):
+            return text if dtype is dtypes.float32 else f"(({dtype.c_name}){text})"
+        return {dtypes.float32: f"{text}f", dtypes.float64: text}.get(dtype, f"(({dtype.c_name}){text}f)")
+    suffix = {dtypes.int64: "LL", dtypes.uint32: "u", dtypes.uint64: "ull"}.get(dtype, "")
+    if value == dtype.min and dtype.kind == "int":  # -2147483648 is the negation of a too-large literal in C
+        return f"({value + 1}{suffix}-1)"
+    return f"({value}{suffix})" if int(value) < 0 else f"{value}{suffix}"
+
+
+# --8<-- [end:c-literal]
+
+
+def _math(name: str) -> Callable[[list[str], DType], str]:
+    def render(a: list[str], dt: DType) -> str:
+        if dt is dtypes.float64:
+            return f"{name}({', '.join(a)})"
+        if dt is dtypes.float32:
+            return f"{name}f({', '.join(a)})"
+        args = ", ".join(f"(float){x}" for x in a)  # float16: compute in float, round back
+        return f"(({dt.c_name}){name}f({args}))"
+
+    return render
+
+
+def _helper_call(kind: str) -> Callable[[list[str], DType], str]:
+    return lambda a, dt: f"{kind}_{dt.short}({a[0]}, {a[1]})"
+
+
+# --8<-- [start:c-ops]
+# How each op reads in C, given its operands' C expressions and their dtype. MAX, MIN, and IDIV/MOD on
+# values that may be negative call small helpers, defined at the top of the file only when used.
+C_OPS: dict[Ops, Callable[[list[str], DType], str]] = {
+    Ops.NEG: lambda a, dt: f"(-{a[0]})",
+    Ops.EXP: _math("exp"),
+    Ops.LOG: _math("log"),
+    Ops.SQRT: _math("sqrt"),
+    Ops.SIN: _math("sin"),
+    Ops.COS: _math("cos"),
+    Ops.POW: _math("pow"),
+    Ops.ADD: lambda a, dt: f"({a[0]}+{a[1]})",
+    Ops.SUB: lambda a, dt: f"({a[0]}-{a[1]})",
+    Ops.MUL: lambda a, dt: f"({a[0]}*{a[1]})",
+    Ops.DIV: lambda a, dt: f"({a[0]}/{a[1]})",
+    Ops.IDIV: _helper_call("floordiv"),
+    Ops.MOD: _helper_call("floormod"),
+    Ops.MAX: _helper_call("max"),
+    Ops.MIN: _helper_call("min"),
+    Ops.CMPLT: lambda a, dt: f"({a[0]}<{a[1]})",
+    Ops.CMPEQ: lambda a, dt: f"({a[0]}=={a[1]})",
+    Ops.CMPNE: lambda a, dt: f"({a[0]}!={a[1]})",
+    Ops.AND: lambda a, dt: f"({a[0]}&&{a[1]})" if dt.is_bool else f"({a[0]}&{a[1]})",
+    Ops.OR: lambda a, dt: f"({a[0]}||{a[1]})" if dt.is_bool else f"({a[0]}|{a[1]})",
+    Ops.XOR: lambda a, dt: f"({a[0]}!={a[1]})" if dt.is_bool else f"({a[0]}^{a[1]})",
+    Ops.WHERE: lambda a, dt: f"({a[0]}?{a[1]}:{a[2]})",
+}
+# --8<-- [end:c-ops]
+
+
+# --8<-- [start:c-helpers]
+def c_helper(kind: str, dt: DType) -> str:
+    """The definition of a helper: floor division and modulo as Python defines them (C truncates), with
+    division by zero giving 0 as in numpy; max and min that propagate NaN as numpy does."""
+    t, n = dt.c_name, f"{kind}_{dt.short}"
+    if kind == "floordiv":
+        body = "if (b == 0) return 0; if (b == -1) return -a; T q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;"
+    elif kind == "floormod":
+        body = "if (b == 0 || b == -1) return 0; T r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;"
+    elif kind == "max":
+        body = "return (a > b || a != a) ? a : b;" if dt.is_float else "return a > b ? a : b;"
+    else:
+        body = "return (a < b || a != a) ? a : b;" if dt.is_float else "return a < b ? a : b;"
+    return f"static inline {t} {n}({t} a, {t} b) {{ {body.replace('T ', t + ' ')} }}"
+
+
+# --8<-- [end:c-helpers]
+
+
+def c_type(dt: DType) -> str:
+    if dt is dtypes.bfloat16:
+        raise RenderError("the C backend does not compute in bfloat16; cast to float32 first")
+    return dt.c_name
+
+
+def param_decl(p: Param, written: bool) -> str:
+    """`float data0[restrict static 6]`: the size in the signature documents it and lets Program check it."""
+    const = "" if written else "const "
+    return f"{const}{c_type(p.dtype)} {p.name}[restrict static {p.size}]"
+
+
+class _CWriter:
+    """Walks a linearized program once, naming values and writing lines."""
+
+    def __init__(self, program: list[UOp]) -> None:
+        self.program = program
+        self.expr: dict[UOp, str] = {}
+        self.lines: list[str] = []
+        self.helpers: dict[str, str] = {}
+        self.counts: dict[str, int] = {}
+        self.depth = 1
+        self.block: dict[UOp, UOp | None] = {}
+        self.users: dict[UOp, list[UOp]] = {}
+        open_loops: list[UOp] = []
+        for u in program:
+            self.block[u] = open_loops[-1] if open_loops else None
+            if u.op is Ops.RANGE:
+                open_loops.append(u)
+            elif u.op is Ops.ENDRANGE:
+                open_loops.pop()
+            for s in u.src:
+                self.users.setdefault(s, []).append(u)
+
+    def fresh(self, prefix: str) -> str:
+        n = self.counts.get(prefix, 0)
+        self.counts[prefix] = n + 1
+        return f"{prefix}{n}"
+
+    def line(self, text: str) -> None:
+        self.lines.append("  " * self.depth + text)
+
+    def inlined(self, u: UOp) -> bool:
+        users = self.users.get(u, [])
+        return len(users) == 1 and self.block[users[0]] is self.block[u]
+
+    def alu(self, u: UOp) -> str:
+        operands = [self.expr[s] for s in u.src]
+        dt = u.src[-1].scalar_dtype
+        if u.op is Ops.CMPNE and u.src[0].dtype is dtypes.bool and u.src[1].op is Ops.CONST and u.src[1].arg is True:
+            return f"(!{operands[0]})"
+        if u.op in (Ops.IDIV, Ops.MOD) and vmin(u.src[0]) >= 0 and vmin(u.src[1]) > 0:
+            return f"({operands[0]}{'/' if u.op is Ops.IDIV else '%'}{operands[1]})"  # C truncation is floor here
+        if u.op in (Ops.IDIV, Ops.MOD, Ops.MAX, Ops.MIN):
+            kind = {Ops.IDIV: "floordiv", Ops.MOD: "floormod", Ops.MAX: "max", Ops.MIN: "min"}[u.op]
+            self.helpers[f"{kind}_{dt.short}"] = c_helper(kind, dt)
+        return C_OPS[u.op](operands, dt)
+
+    def value(self, u: UOp, text: str, prefix: str) -> None:
+        """Name `text` as a variable, or keep it as an inline expression."""
+        if prefix == "alu" and self.inlined(u):
+            self.expr[u] = text
+            return
+        name = self.fresh(prefix)
+        self.line(f"{c_type(u.scalar_dtype)} {name} = {text};")
+        self.expr[u] = name
+
+    def statement(self, u: UOp) -> None:
+        if u.op is Ops.CONST:
+            self.expr[u] = c_literal(u.arg, u.scalar_dtype)
+        elif u.op is Ops.DEFINE_GLOBAL:
+            self.expr[u] = f"data{u.arg.slot}"
+        elif u.op is Ops.RANGE:
+            self.range(u)
+        elif u.op is Ops.ENDRANGE:
+            self.depth -= 1
+            self.line("}")
+        elif u.op is Ops.LOAD:
+            ptr, idx = self.expr[u.src[0]], self.expr[u.src[1]]
+            read = f"{ptr}[{idx}]"
+            if len(u.src) == 3:
+                read = f"{self.expr[u.src[2]]} ? {read} : {c_literal(0, u.scalar_dtype)}"
+            self.value(u, read, "val")
+        elif u.op is Ops.STORE:
+            self.line(f"{self.expr[u.src[0]]}[{self.expr[u.src[1]]}] = {self.expr[u.src[2]]};")
+        elif u.op is Ops.DEFINE_ACC:
+            self.value(u, self.expr[u.src[0]], "acc")
+        elif u.op is Ops.ACCUMULATE:
+            acc = self.expr[u.src[0]]
+            self.line(f"{acc} = {self.alu(UOp(u.arg, u.dtype, (u.src[0], u.src[1])))};")
+        elif u.op is Ops.END:
+            if u.src[0].op is not Ops.STORE:
+                self.expr[u] = self.expr[u.src[0].src[0]] if u.src[0].op is Ops.ACCUMULATE else self.expr[u.src[0]]
+        elif u.op is Ops.CAST:
+            to, x = u.scalar_dtype, self.expr[u.src[0]]
+            self.value(u, f"({x}!=0)" if to.is_bool else f"(({c_type(to)}){x})", "alu")
+        elif u.op in C_OPS:
+            self.value(u, self.alu(u), "alu")
+        else:
+            raise RenderError(f"the C renderer has no rule for {u.op.name}")
+
+    def range(self, r: UOp) -> None:
+        prefix = {AxisType.REDUCE: "ridx", AxisType.THREAD: "tidx"}.get(r.arg.kind, "idx")
+        name = f"{prefix}{r.arg.axis}"
+        if r.arg.kind is AxisType.THREAD:
+            self.line("#pragma omp parallel for")
+        self.line(f"for (int {name} = 0; {name} < {self.expr[r.src[0]]}; {name}++) {{")
+        self.expr[r] = name
+        self.depth += 1
+
+
+# --8<-- [start:render-c]
+def render_kernel(kernel: Kernel) -> tuple[str, dict[str, str]]:
+    """A kernel's C function, and the helpers it calls (by name, so a batch defines each once)."""
+    w = _CWriter(kernel.program)
+    for u in kernel.program:
+        w.statement(u)
+    params = ", ".join(param_decl(p, p.slot in kernel.written) for p in kernel.params)
+    return "\n".join([f"void {kernel.name}({params}) {{", *w.lines, "}"]), w.helpers
+
+
+C_PRELUDE = "#include <math.h>\n#include <stdbool.h>\n"
+
+
+def render_c(kernel: Kernel) -> str:
+    """A complete C file holding one kernel."""
+    function, helpers = render_kernel(kernel)
+    return "\n".join([C_PRELUDE, *helpers.values(), function]) + "\n"
+
+
+# --8<-- [end:render-c]

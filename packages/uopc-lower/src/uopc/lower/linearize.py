@@ -1,0 +1,210 @@
+"""linearize: order a kernel's graph into a flat program with correct loop scopes.
+
+A kernel graph has no order: a load, a multiply and a store float free, tied only by their sources. A C
+function is a sequence of statements inside nested loops. Linearizing decides, for each node, which loop
+it lives in (the innermost loop over a range it depends on: so work that does not depend on a loop is
+hoisted out of it) and in what order the statements and loops of each block come.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+
+from uopc.ir import DType, Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite, round_to, toposort
+
+
+class LinearizeError(RuntimeError):
+    """A kernel that cannot be ordered: a loop that is never closed, or nodes that cannot be scheduled."""
+
+
+ROOT = None  # the block outside every loop
+Block = UOp | None
+
+
+def loop_ranges(nodes: Iterable[UOp]) -> dict[UOp, frozenset[UOp]]:
+    """For each node (sources first), the ranges whose loops must be open where it is computed."""
+    ranges: dict[UOp, frozenset[UOp]] = {}
+    for u in nodes:
+        inner = frozenset().union(*(ranges[s] for s in u.src))
+        if u.op is Ops.RANGE:
+            inner |= {u}
+        elif u.op in (Ops.END, Ops.REDUCE):  # after the statement, its loops are closed again
+            inner -= set(u.src[1:])
+        ranges[u] = inner
+    return ranges
+
+
+# --8<-- [start:expand-reduces]
+def reduce_identity(op: Ops, dtype: DType) -> UOp:
+    """The value an accumulator starts from: 0 for a sum, -inf (or the smallest integer) for a max."""
+    value = {Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: dtype.min, Ops.MIN: dtype.max}[op]
+    return UOp.const(round_to(dtype, value), dtype)
+
+
+def _accumulate(r: UOp, ctx: dict[str, int]) -> UOp:
+    value, reduce_ranges = r.src[0], r.src[1:]
+    scope = sorted(loop_ranges(toposort(value))[value] - set(reduce_ranges), key=lambda x: x.arg.axis)
+    acc = UOp(Ops.DEFINE_ACC, r.dtype, (reduce_identity(r.arg, r.scalar_dtype), *scope), ctx["accs"])
+    ctx["accs"] += 1
+    return UOp(Ops.ACCUMULATE, r.dtype, (acc, value, *reduce_ranges), r.arg).end(*reduce_ranges)
+
+
+_reduces_to_accumulators = PatternMatcher([(UPat(Ops.REDUCE, name="r"), _accumulate)])
+
+
+def expand_reduces(kernel: UOp) -> UOp:
+    """Each REDUCE becomes an accumulator: declared where its result is used, updated inside its loops,
+    and read (the END) after they close. The declaration depends on every enclosing range, so it sits
+    inside those loops: each output element, and each thread, gets its own accumulator."""
+    return graph_rewrite(kernel, _reduces_to_accumulators, ctx={"accs": 0})
+
+
+# --8<-- [end:expand-reduces]
+
+
+class LoopTree:
+    """Which loop each loop is nested in, built from the END nodes that close them."""
+
+    def __init__(self, nodes: list[UOp], ranges: dict[UOp, frozenset[UOp]]) -> None:
+        self.parent: dict[UOp, Block] = {}
+        self.depth: dict[Block, int] = {ROOT: 0}
+        for end in reversed([u for u in nodes if u.op is Ops.END]):  # outer loops before the loops inside them
+            outer: Block = self.innermost(ranges[end], end)
+            for r in end.src[1:]:
+                self.place(r, outer, end)
+                outer = r
+        unclosed = [r for r in nodes if r.op is Ops.RANGE and r not in self.parent]
+        if unclosed:
+            raise LinearizeError(f"RANGE without END: loops {_names(unclosed)} are never closed")
+
+    def place(self, r: UOp, parent: Block, end: UOp) -> None:
+        if self.parent.get(r, parent) is not parent:
+            raise LinearizeError(
+                f"loop {_names([r])} is closed inside both {_names([self.parent[r]])} and {_names([parent])} "
+                f"(at {end.src[0].op.name})"
+            )
+        self.parent[r] = parent
+        self.depth[r] = self.depth[parent] + 1
+
+    def path(self, b: Block) -> list[UOp]:
+        """The loops open in block b, outermost first."""
+        out = []
+        while b is not None:
+            out.append(b)
+            b = self.parent[b]
+        return out[::-1]
+
+    def innermost(self, rs: frozenset[UOp], u: UOp) -> Block:
+        """The deepest of the ranges `rs`; they must all lie on one chain of nested loops."""
+        if not rs:
+            return ROOT
+        unplaced = [r for r in rs if r not in self.depth]
+        if unplaced:
+            raise LinearizeError(f"{u.op.name} is inside loop {_names(unplaced)}, which no END closes around it")
+        deepest = max(rs, key=lambda r: self.depth[r])
+        if not rs <= set(self.path(deepest)):
+            raise LinearizeError(
+                f"cannot schedule {u.op.name}: it needs loops {_names(rs)} open at once, but they are not nested; "
+                f"open loops at its deepest range: {_names(self.path(deepest))}"
+            )
+        return deepest
+
+    def child_toward(self, b: Block, inner: Block) -> Block:
+        """The loop directly inside b that contains block `inner` (or inner itself if it is b)."""
+        while inner is not b:
+            assert inner is not None
+            if self.parent[inner] is b:
+                return inner
+            inner = self.parent[inner]
+        return inner
+
+    def common(self, a: Block, b: Block) -> Block:
+        pa = set(self.path(a))
+        return next((r for r in reversed(self.path(b)) if r in pa), ROOT)
+
+
+def _names(rs: Iterable[UOp | None]) -> str:
+    return "[" + ", ".join("root" if r is None else f"{r.arg.kind.value}{r.arg.axis}" for r in rs) + "]"
+
+
+# --8<-- [start:linearize]
+def linearize(kernel: UOp) -> list[UOp]:
+    """The kernel's nodes in program order; a RANGE opens its loop, and an ENDRANGE closes it.
+
+    Each node is placed in the innermost loop it depends on, and inside a block, statements and nested
+    loops are ordered by their dependencies (ties keep graph order, which keeps the output readable).
+    """
+    kernel = expand_reduces(kernel)
+    nodes = toposort(kernel)
+    order = {u: i for i, u in enumerate(nodes)}
+    ranges = loop_ranges(nodes)
+    tree = LoopTree(nodes, ranges)
+    block = {u: tree.parent[u] if u.op is Ops.RANGE else tree.innermost(ranges[u], u) for u in nodes}
+    items: dict[Block, set[UOp]] = {}
+    after: dict[UOp, set[UOp]] = {}  # item -> the items of its block that must come after it
+    for u in nodes:
+        items.setdefault(block[u], set()).add(u)
+        for s in u.src:
+            b = tree.common(block[s], block[u])
+            first, then = _item(tree, block, s, b), _item(tree, block, u, b)
+            if first is not then:
+                after.setdefault(first, set()).add(then)
+    return _emit(items, after, order, tree)
+
+
+# --8<-- [end:linearize]
+
+
+def _item(tree: LoopTree, block: dict[UOp, Block], u: UOp, b: Block) -> UOp:
+    """What stands for `u` in block b: u itself, or the loop of b that u is inside."""
+    if block[u] is b:
+        return u
+    loop = tree.child_toward(b, block[u])
+    assert loop is not None
+    return loop
+
+
+def _schedule(
+    b: Block, members: set[UOp], after: dict[UOp, set[UOp]], order: dict[UOp, int], tree: LoopTree
+) -> list[UOp]:
+    """Kahn's algorithm over the items of block b, smallest graph position first."""
+    waiting = dict.fromkeys(members, 0)
+    for u in members:
+        for v in after.get(u, ()):
+            if v in waiting:
+                waiting[v] += 1
+    ready = [(order[u], u) for u, n in waiting.items() if n == 0]
+    heapq.heapify(ready)
+    out = []
+    while ready:
+        _, u = heapq.heappop(ready)
+        out.append(u)
+        for v in after.get(u, ()):
+            if v in waiting:
+                waiting[v] -= 1
+                if waiting[v] == 0:
+                    heapq.heappush(ready, (order[v], v))
+    if len(out) != len(members):
+        stuck = sorted((u for u in members if u not in out), key=order.__getitem__)
+        raise LinearizeError(
+            f"schedule cannot be completed: stuck nodes {[u.op.name for u in stuck[:8]]} wait on each other; "
+            f"open loops: {_names(tree.path(b))}"
+        )
+    return out
+
+
+def _emit(items: dict[Block, set[UOp]], after: dict[UOp, set[UOp]], order: dict[UOp, int], tree: LoopTree) -> list[UOp]:
+    """Walk the blocks depth-first without recursion: a loop's contents go between its RANGE and ENDRANGE."""
+    program: list[UOp] = []
+    work: list[UOp] = []  # items still to emit, in reverse; an ENDRANGE marks where a loop closes
+    work += reversed(_schedule(ROOT, items.get(ROOT, set()), after, order, tree))
+    while work:
+        u = work.pop()
+        if u.op is Ops.SINK:
+            continue
+        program.append(u)
+        if u.op is Ops.RANGE:
+            work.append(UOp(Ops.ENDRANGE, dtypes.void, (u,)))
+            work += reversed(_schedule(u, items.get(u, set()), after, order, tree))
+    return program

@@ -1,0 +1,119 @@
+"""Opts: the knobs that reshape a kernel's loops without changing what it computes.
+
+upcast an output axis by n: its loop runs n times fewer iterations and computes n outputs per iteration,
+in registers (a register tile: an upcast matmul computes a tile of outputs that all share one reduce loop).
+unroll a reduce axis by n: the reduce loop runs n times fewer iterations, each combining n values.
+thread an output axis: its loop becomes the outermost one and runs in parallel across CPU threads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from uopc.ir import AxisType, Ops, UOp, range_, simplify, sink, substitute
+from uopc.lower.rangeify import LowerError
+
+
+@dataclass(frozen=True)
+class Opts:
+    """Which axes to upcast, unroll and thread. Axis numbers are those of the kernel's ranges:
+    the output axes first (0, 1, ...), then the reduce axes."""
+
+    upcast: dict[int, int] = field(default_factory=dict)  # output axis -> factor
+    unroll: dict[int, int] = field(default_factory=dict)  # reduce axis -> factor
+    thread: int | None = None  # output axis to run in parallel
+
+    def key(self) -> tuple[object, ...]:
+        return (tuple(sorted(self.upcast.items())), tuple(sorted(self.unroll.items())), self.thread)
+
+
+def find_range(kernel: UOp, axis: int) -> UOp:
+    for u in kernel.toposort():
+        if u.op is Ops.RANGE and u.arg.axis == axis:
+            return u
+    axes = sorted(u.arg.axis for u in kernel.toposort() if u.op is Ops.RANGE)
+    raise LowerError(f"opt: the kernel has no loop over axis {axis}; its axes are {axes}")
+
+
+def _split(r: UOp, n: int, what: str) -> UOp:
+    size = r.src[0].arg
+    if n < 1 or size % n:
+        raise LowerError(f"opt: cannot {what} axis {r.arg.axis} of size {size} by {n}; use a divisor of {size}")
+    return range_(size // n, r.arg.axis, r.arg.kind)
+
+
+# --8<-- [start:upcast]
+def upcast(kernel: UOp, axis: int, n: int) -> UOp:
+    """Compute n outputs along `axis` per iteration: every statement over that axis is copied n times."""
+    r = find_range(kernel, axis)
+    if r.arg.kind is AxisType.REDUCE:
+        raise LowerError(f"opt: axis {axis} is a reduce axis; upcast takes output axes (use unroll)")
+    outer = _split(r, n, "upcast")
+    out = []
+    for end in kernel.src:
+        if end.op is not Ops.END or r not in end.src[1:]:
+            out.append(end)
+            continue
+        ranges = [outer if x is r else x for x in end.src[1:]]
+        ranges = [x for x in ranges if x.src[0].arg > 1] if outer.src[0].arg == 1 else ranges
+        for k in range(n):
+            stmt = substitute(end.src[0], {r: outer * n + k if outer.src[0].arg > 1 else UOp.const(k, r.scalar_dtype)})
+            out.append(stmt.end(*ranges) if ranges else stmt)
+    return simplify(sink(*out))
+
+
+# --8<-- [end:upcast]
+
+
+# --8<-- [start:unroll]
+def unroll(kernel: UOp, axis: int, n: int) -> UOp:
+    """Combine n values per iteration of reduce `axis`: the loop body is copied n times and chained."""
+    r = find_range(kernel, axis)
+    if r.arg.kind is not AxisType.REDUCE:
+        raise LowerError(f"opt: axis {axis} is an output axis; unroll takes reduce axes (use upcast)")
+    outer = _split(r, n, "unroll")
+    new: dict[UOp, UOp] = {}
+    for red in kernel.toposort():
+        if red.op is Ops.REDUCE and r in red.src[1:]:
+            index = outer * n if outer.src[0].arg > 1 else UOp.const(0, r.scalar_dtype)
+            copies = [substitute(red.src[0], {r: index + k}) for k in range(n)]
+            value = copies[0]
+            for c in copies[1:]:
+                value = UOp(red.arg, value.dtype, (value, c))
+            ranges = [outer if x is r else x for x in red.src[1:] if x is not r or outer.src[0].arg > 1]
+            new[red] = UOp(Ops.REDUCE, red.dtype, (value, *ranges), red.arg) if ranges else value
+    return simplify(substitute(kernel, new))
+
+
+# --8<-- [end:unroll]
+
+
+# --8<-- [start:thread]
+def thread(kernel: UOp, axis: int) -> UOp:
+    """Run the loop over output `axis` on all cores: it becomes the outermost loop, an OpenMP parallel for."""
+    r = find_range(kernel, axis)
+    if r.arg.kind is not AxisType.LOOP:
+        raise LowerError(f"opt: only an output axis can be threaded, axis {axis} is {r.arg.kind.value}")
+    par = range_(r.src[0], axis, AxisType.THREAD)
+    out = []
+    for end in kernel.src:
+        if end.op is Ops.END and r in end.src[1:]:
+            ranges = [par] + [x for x in end.src[1:] if x is not r]
+            out.append(substitute(end.src[0], {r: par}).end(*ranges))
+        else:
+            out.append(end)
+    return sink(*out)
+
+
+# --8<-- [end:thread]
+
+
+def apply_opts(kernel: UOp, opts: Opts) -> UOp:
+    """Unroll, then upcast, then thread; each step keeps the kernel's meaning."""
+    for axis, n in sorted(opts.unroll.items()):
+        kernel = unroll(kernel, axis, n)
+    for axis, n in sorted(opts.upcast.items()):
+        kernel = upcast(kernel, axis, n)
+    if opts.thread is not None:
+        kernel = thread(kernel, opts.thread)
+    return kernel

@@ -1,0 +1,204 @@
+"""rangeify: from a shaped graph to one kernel of loops over flat memory.
+
+A shaped graph says *what* to compute: buffers, elementwise math, movement ops, reductions. A kernel says
+*how*: a loop (a RANGE) per output axis, a load from a flat buffer at an index expression, a store. The
+translation walks the graph from the output down, carrying for every node the index expression of the
+element being computed. Each movement op is a rewrite of those index expressions, so it costs nothing at
+run time; a reduction opens new loops; a buffer becomes a load. The index expressions are simplified with
+uopc.ir's symbolic rules as they are built, so a reshape of a permute leaves no division where none is needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from uopc.ir import (
+    AxisType,
+    Ops,
+    PatternMatcher,
+    UOp,
+    UOpError,
+    UPat,
+    dtypes,
+    graph_rewrite,
+    range_,
+    round_to,
+    simplify,
+    sink,
+)
+from uopc.ir.symbolic import inline_call
+from uopc.ir.uop import prod
+
+Index = tuple[UOp, ...]
+Job = tuple[UOp, Index, UOp]  # (shaped node, index of the element wanted, is that element in bounds)
+
+
+class LowerError(UOpError):
+    """A shaped graph rangeify cannot lower: an op with no meaning in a kernel, or outputs that disagree."""
+
+
+def flat_index(idx: Index, shape: Sequence[int]) -> UOp:
+    """The row-major offset of element `idx` of an array of `shape`."""
+    flat = UOp.const(0, dtypes.index)
+    for i, s in zip(idx, shape, strict=True):
+        flat = flat * s + i
+    return simplify(flat)
+
+
+def unflat_index(flat: UOp, shape: Sequence[int]) -> Index:
+    """The inverse of `flat_index`: the index in `shape` of the element at offset `flat`."""
+    out: list[UOp] = []
+    stride = prod(shape)
+    for s in shape:
+        stride //= s
+        out.append(simplify((flat // stride) % s) if s > 1 else UOp.const(0, dtypes.index))
+    return tuple(out)
+
+
+# --8<-- [start:movement-index]
+def source_index(m: UOp, idx: Index, valid: UOp) -> tuple[Index, UOp]:
+    """The index into m's source that element `idx` of movement op `m` reads, and when that read is valid."""
+    shape, arg = m.src[0].shape, m.arg
+    if m.op is Ops.RESHAPE:
+        return unflat_index(flat_index(idx, m.shape), shape), valid
+    if m.op is Ops.PERMUTE:
+        return tuple(idx[arg.index(a)] for a in range(len(shape))), valid
+    if m.op is Ops.EXPAND:
+        return tuple(UOp.const(0, dtypes.index) if s == 1 else i for i, s in zip(idx, shape, strict=True)), valid
+    if m.op is Ops.SHRINK:
+        return tuple(simplify(i + b) for i, (b, _) in zip(idx, arg, strict=True)), valid
+    if m.op is Ops.FLIP:
+        return tuple(
+            simplify((s - 1) - i) if a in arg else i for a, (i, s) in enumerate(zip(idx, shape, strict=True))
+        ), valid
+    # PAD: the element is real where every index lies inside the source; elsewhere it is the fill value 0
+    src_idx = tuple(simplify(i - b) for i, (b, _) in zip(idx, arg, strict=True))
+    for i, s in zip(src_idx, shape, strict=True):
+        valid = valid & (i >= 0) & (i < s)
+    return src_idx, simplify(valid)
+
+
+# --8<-- [end:movement-index]
+
+
+class Rangeify:
+    """Lowers the nodes of one kernel; numbers its loops; remembers each (node, index, valid) it built."""
+
+    def __init__(self, first_reduce_axis: int) -> None:
+        self.next_axis = first_reduce_axis
+        self.built: dict[Job, UOp] = {}
+        self.children: dict[Job, list[Job]] = {}
+
+    def sources(self, job: Job) -> list[Job]:
+        """The jobs whose results `job` is built from; computed once, since a reduction makes new loops."""
+        if job not in self.children:
+            self.children[job] = self._sources(*job)
+        return self.children[job]
+
+    def _sources(self, u: UOp, idx: Index, valid: UOp) -> list[Job]:
+        if u.op in Ops.MOVEMENT:
+            return [(u.src[0], *source_index(u, idx, valid))]
+        if u.op is Ops.REDUCE_AXIS:
+            src_shape, axes = u.src[0].shape, u.arg[1]
+            ranges = {a: self.new_range(src_shape[a]) for a in axes}
+            return [(u.src[0], tuple(ranges.get(a, i) for a, i in enumerate(idx)), valid)]
+        if u.op is Ops.STACK:
+            return [(s, idx[1:], valid) for s in u.src]
+        if u.op in Ops.ALU or u.op is Ops.CAST:
+            return [(s, idx if s.shape else (), valid) for s in u.src]
+        if u.op in (Ops.BUFFER, Ops.CONST):
+            return []
+        raise LowerError(f"{u.op.name}: cannot be lowered into a kernel (dtype {u.dtype.name}, shape {u.shape})")
+
+    def new_range(self, size: int) -> UOp:
+        if size == 1:
+            return UOp.const(0, dtypes.index)
+        self.next_axis += 1
+        return range_(size, self.next_axis - 1, AxisType.REDUCE)
+
+    def build(self, job: Job, srcs: list[UOp]) -> UOp:
+        """The scalar value of element `idx` of `u`, given the values of its sources."""
+        u, idx, valid = job
+        if u.op is Ops.CONST:
+            return u
+        if u.op is Ops.BUFFER:
+            ptr = UOp.define_global(u.arg.slot, u.arg.size, u.scalar_dtype)
+            return ptr.load(idx[0], None if valid.op is Ops.CONST and valid.arg else valid)
+        if u.op is Ops.PAD:
+            return simplify(self.sources(job)[0][2].where(srcs[0], _zero(u)))
+        if u.op in Ops.MOVEMENT:
+            return srcs[0]
+        if u.op is Ops.REDUCE_AXIS:
+            child_idx = self.sources(job)[0][1]
+            ranges = [child_idx[a] for a in u.arg[1] if child_idx[a].op is Ops.RANGE]
+            return UOp(Ops.REDUCE, u.dtype, (srcs[0], *ranges), u.arg[0]) if ranges else srcs[0]
+        if u.op is Ops.STACK:
+            return _select(idx[0], srcs)
+        return UOp(u.op, u.dtype, srcs)
+
+    # --8<-- [start:lower-value]
+    def lower(self, root: UOp, idx: Index) -> UOp:
+        """The scalar value of element `idx` of the shaped node `root`; iterative, each job built once."""
+        stack: list[tuple[Job, bool]] = [((root, idx, UOp.const(True)), False)]
+        while stack:
+            job, sources_done = stack.pop()
+            if job in self.built:
+                continue
+            if not sources_done:
+                stack.append((job, True))
+                stack += [(s, False) for s in self.sources(job) if s not in self.built]
+                continue
+            self.built[job] = self.build(job, [self.built[s] for s in self.sources(job)])
+        return self.built[(root, idx, UOp.const(True))]
+
+    # --8<-- [end:lower-value]
+
+
+def _zero(u: UOp) -> UOp:
+    return UOp.const(round_to(u.scalar_dtype, 0), u.scalar_dtype)
+
+
+def _select(i: UOp, values: list[UOp]) -> UOp:
+    """values[i] for an index expression i: a chain of WHERE, shortened when i is known."""
+    if i.op is Ops.CONST:
+        chosen: UOp = values[i.arg]
+        return chosen
+    out = values[-1]
+    for k in range(len(values) - 2, -1, -1):
+        out = i.eq(k).where(values[k], out)
+    return out
+
+
+_inline_calls = PatternMatcher([(UPat(Ops.CALL, name="c"), inline_call)])
+
+
+# --8<-- [start:rangeify]
+def rangeify(outputs: Sequence[tuple[UOp, UOp]]) -> UOp:
+    """The kernel that writes each shaped `value` into its `destination` BUFFER: `[(destination, value), ...]`.
+
+    All values share one shape, so they share one loop nest: a loop per output axis longer than 1
+    (axis numbers 0.. follow the output axes), and one per reduced axis inside (numbered after them).
+    """
+    shape = outputs[0][1].shape
+    for dest, value in outputs:
+        if value.shape != shape:
+            raise LowerError(f"rangeify: outputs of one kernel share a shape, got {value.shape} and {shape}")
+        if dest.op is not Ops.BUFFER or dest.arg.size != prod(shape) or dest.dtype is not value.dtype:
+            raise LowerError(
+                f"rangeify: destination {dest.op.name} {dest.dtype.name} of size "
+                f"{dest.arg.size if dest.op is Ops.BUFFER else '?'} cannot hold {value.dtype.name}{shape}"
+            )
+    loops = [range_(s, a) if s > 1 else UOp.const(0, dtypes.index) for a, s in enumerate(shape)]
+    ranges = [r for r in loops if r.op is Ops.RANGE]
+    lowering = Rangeify(first_reduce_axis=len(shape))
+    stores = []
+    for dest, value in outputs:
+        ptr = UOp.define_global(dest.arg.slot, dest.arg.size, dest.scalar_dtype)
+        store = ptr.store(
+            flat_index(tuple(loops), shape), lowering.lower(graph_rewrite(value, _inline_calls), tuple(loops))
+        )
+        stores.append(store.end(*ranges) if ranges else store)
+    return simplify(sink(*stores))
+
+
+# --8<-- [end:rangeify]
