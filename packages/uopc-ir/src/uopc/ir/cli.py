@@ -45,6 +45,7 @@ def _read(path: str) -> str:
         return f.read()
 
 
+# --8<-- [start:execute]
 def _execute(verb: str, text: str, graph_format: str) -> str:
     if verb == "fmt":
         return fmt(text)
@@ -72,6 +73,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{name}: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+# --8<-- [end:execute]
 
 
 if __name__ == "__main__":

@@ -133,6 +133,7 @@ class UPat:
 RuleFn = Callable[..., UOp | None]
 
 
+# --8<-- [start:rule]
 @dataclass(frozen=True)
 class Rule:
     pattern: UPat
@@ -146,6 +147,9 @@ class Rule:
         where = f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno}" if code else "?"
         fn_name = getattr(self.fn, "__name__", "<rule>")
         return f"{fn_name} ({where})" if fn_name != "<lambda>" else f"rule at {where} for {self.pattern!r}"
+
+
+# --8<-- [end:rule]
 
 
 # --8<-- [start:pattern-matcher]
@@ -232,8 +236,12 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
 VISIT, SOURCES_DONE, REPLACED = 0, 1, 2
 
 
+# --8<-- [start:count]
 def _count(fired: Counter[str], rule: Rule, budget: int) -> None:
     fired[rule.name] += 1
     if fired.total() > budget:
         top = ", ".join(f"{name} x{n}" for name, n in fired.most_common(3))
         raise RewriteError(f"rewrite does not reach a fixed point after {budget} rule applications; most fired: {top}")
+
+
+# --8<-- [end:count]

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from uopc.ir.dtype import DType, dtypes
-from uopc.ir.rewrite import PatternMatcher, UPat, graph_rewrite
+from uopc.ir.rewrite import PatternMatcher, Rule, RuleFn, UPat, graph_rewrite
 from uopc.ir.uop import (
     ConstValue,
     Ops,
@@ -73,7 +73,9 @@ def _pow(a: ConstValue, b: ConstValue) -> float:
     except OverflowError:
         return math.inf
     except (ValueError, ZeroDivisionError):
-        return math.inf if a == 0 else math.nan
+        if a == 0:  # zero to a negative power: a pole, whose sign is that of -0.0 for an odd power, as in C
+            return math.copysign(math.inf, a) if float(b).is_integer() and int(b) % 2 else math.inf
+        return math.nan
 
 
 def _max(a: ConstValue, b: ConstValue) -> ConstValue:
@@ -172,6 +174,7 @@ def _bounds_cmp(u: UOp, a: Interval, b: Interval) -> Interval:
     return (0, 1) if decided is None else (int(decided), int(decided))
 
 
+# --8<-- [start:decide-cmp]
 def _decide_cmp(op: Ops, a: Interval, b: Interval) -> bool | None:
     """The value of `a <op> b` for every pair of values in the two intervals, or None if it varies."""
     if op is Ops.CMPLT:
@@ -181,6 +184,9 @@ def _decide_cmp(op: Ops, a: Interval, b: Interval) -> bool | None:
     if not (disjoint or same_point):
         return None
     return same_point if op is Ops.CMPEQ else disjoint
+
+
+# --8<-- [end:decide-cmp]
 
 
 def _bounds_where(u: UOp, c: Interval, a: Interval, b: Interval) -> Interval:
@@ -194,6 +200,7 @@ def _bounds_cast(u: UOp, a: Interval) -> Interval | None:
 
 
 # Each entry maps source intervals to the node's interval; None means "anything the dtype holds".
+# --8<-- [start:bounds-table]
 _BOUNDS: dict[Ops, Callable[..., Interval | None]] = {
     Ops.ADD: lambda u, a, b: (a[0] + b[0], a[1] + b[1]),
     Ops.SUB: lambda u, a, b: (a[0] - b[1], a[1] - b[0]),
@@ -225,6 +232,9 @@ def _bounds_of(u: UOp) -> Interval:
     return found
 
 
+# --8<-- [end:bounds-table]
+
+
 # --8<-- [start:bounds]
 def bounds(u: UOp) -> Interval:
     """The interval [vmin, vmax] that every value of `u` lies in; cached on the node."""
@@ -251,6 +261,7 @@ def vmax(u: UOp) -> ConstValue:
 # ---------------------------------------------------------------------------------------------------------
 
 
+# --8<-- [start:linear-terms]
 def linear_terms(u: UOp) -> tuple[dict[UOp, int], int]:
     """`u` as sum(coefficient * term) + constant, where no term is an ADD, SUB, NEG, constant multiple or CONST."""
     terms: dict[UOp, int] = {}
@@ -275,6 +286,9 @@ def linear_terms(u: UOp) -> tuple[dict[UOp, int], int]:
     return {t: k for t, k in terms.items() if k != 0}, constant
 
 
+# --8<-- [end:linear-terms]
+
+
 _SORT_KEYS: dict[UOp, tuple[Any, ...]] = {}
 
 
@@ -291,6 +305,7 @@ def sort_key(u: UOp) -> tuple[Any, ...]:
     return _SORT_KEYS[u]
 
 
+# --8<-- [start:build-sum]
 def build_sum(terms: dict[UOp, int], constant: int, dtype: DType) -> UOp:
     """The canonical form: terms in `sort_key` order, each times its coefficient, then the constant."""
     out: UOp | None = None
@@ -303,27 +318,34 @@ def build_sum(terms: dict[UOp, int], constant: int, dtype: DType) -> UOp:
     return out if constant == 0 else out + UOp.const(round_to(dtype, constant), dtype)
 
 
-def _merge_divmod_pairs(terms: dict[UOp, int]) -> dict[UOp, int] | None:
-    """Replace k*c*(x//c) + k*(x%c) by k*x; None when no such pair is present."""
-    changed = False
-    for t in list(terms):
-        if t.op is Ops.MOD and t.src[1].op is Ops.CONST and t in terms:
-            x, c, k = t.src[0], t.src[1], terms[t]
+# --8<-- [end:build-sum]
+
+
+def _merge_divmod_pairs(terms: dict[UOp, int]) -> tuple[dict[UOp, int], int] | None:
+    """Replace k*c*(x//c) + k*(x%c) by k*x: the new terms and the constant k*x adds; None when no pair is present.
+
+    `terms` itself is left as it is.
+    """
+    merged, added, changed = dict(terms), 0, False
+    for t in terms:
+        if t.op is Ops.MOD and t.src[1].op is Ops.CONST and t in merged:
+            x, c, k = t.src[0], t.src[1], merged[t]
             div = UOp(Ops.IDIV, x.dtype, (x, c))
-            if terms.get(div) == k * c.arg:
-                del terms[t], terms[div]
+            if merged.get(div) == k * c.arg:
+                del merged[t], merged[div]
                 inner, inner_const = linear_terms(x)
-                if inner_const:
-                    return None  # keep it simple: only merge when x has no constant part
                 for it, ik in inner.items():
-                    terms[it] = terms.get(it, 0) + ik * k
+                    merged[it] = merged.get(it, 0) + ik * k
+                added += inner_const * k
                 changed = True
-    return {t: k for t, k in terms.items() if k != 0} if changed else None
+    return ({t: k for t, k in merged.items() if k != 0}, added) if changed else None
 
 
 def canonical_sum(x: UOp) -> UOp | None:
     terms, constant = linear_terms(x)
-    terms = _merge_divmod_pairs(terms) or terms
+    merged = _merge_divmod_pairs(terms)
+    if merged is not None:
+        terms, constant = merged[0], constant + merged[1]
     out = build_sum(terms, constant, x.scalar_dtype)
     return None if out is x else out
 
@@ -344,6 +366,7 @@ def _split_by(x: UOp, c: int) -> tuple[UOp, UOp, int]:
     return build_sum(quotient, q_const, dt), build_sum(rest, r_const, dt), g
 
 
+# --8<-- [start:fold-divmod]
 def fold_idiv(x: UOp, c: UOp) -> UOp | None:
     """x // c: the terms divisible by c leave the division; what is left is decided by its bounds."""
     k = int(c.arg)
@@ -368,12 +391,18 @@ def fold_mod(x: UOp, c: UOp) -> UOp | None:
     _, rest, g = _split_by(x, k)
     lo, hi = (int(b) for b in bounds(rest))
     if lo // k == hi // k:
-        return rest - (lo // k) * k if lo // k else rest
+        shift, dt = (lo // k) * k, rest.scalar_dtype
+        if not shift:
+            return rest
+        return rest - shift if dt.min <= shift <= dt.max else None  # near the dtype's minimum, keep the MOD
     if rest is x:
         if g > 1:  # (g*y) % (g*d) == g * (y % d)
             return (_divide_exactly(rest, g) % (k // g)) * g
         return None
     return rest % c
+
+
+# --8<-- [end:fold-divmod]
 
 
 def _divide_exactly(x: UOp, g: int) -> UOp:
@@ -389,12 +418,14 @@ def fold_cmplt_const(x: UOp, c: UOp) -> UOp | None:
     g = math.gcd(*terms.values())
     if constant == 0 and g == 1:
         return None
-    limit = c.arg - constant
+    limit, dt = c.arg - constant, c.scalar_dtype
     if g > 1 and min(terms.values()) > 0:
-        return _divide_exactly(build_sum(terms, 0, x.scalar_dtype), g) < c.const_like(-(-limit // g))
-    if constant == 0:
+        lhs, limit = _divide_exactly(build_sum(terms, 0, x.scalar_dtype), g), -(-limit // g)
+    elif constant != 0:
+        lhs = build_sum(terms, 0, x.scalar_dtype)
+    else:
         return None
-    return build_sum(terms, 0, x.scalar_dtype) < c.const_like(round_to(c.scalar_dtype, limit))
+    return lhs < c.const_like(limit) if dt.min <= limit <= dt.max else None  # a limit the dtype cannot hold: keep it
 
 
 def decide_cmp(cmp: UOp) -> UOp | None:
@@ -424,6 +455,11 @@ def _positive(*cs: UOp) -> bool:
     return all(c.arg > 0 for c in cs)
 
 
+def _fits(x: UOp, v: int) -> bool:
+    """`v` is a value of `x`'s dtype."""
+    return x.scalar_dtype.min <= v <= x.scalar_dtype.max
+
+
 def _multiple_of(m: UOp, a: UOp) -> bool:
     """m and a positive, and m a multiple of a."""
     return _positive(m, a) and m.arg % a.arg == 0
@@ -437,12 +473,27 @@ def _pick_min(a: UOp, b: UOp) -> UOp | None:
     return a if vmax(a) <= vmin(b) else b if vmax(b) <= vmin(a) else None
 
 
+class ShapeKeepingMatcher(PatternMatcher):
+    """A rule table written for scalars that also meets shaped nodes (`run` evaluates shaped programs with it).
+
+    A rule may prove that a shaped node is a scalar (x * 0 is 0, x - x is 0, a MAX decided by bounds is its
+    scalar operand); that scalar stands for every element, so it is broadcast back to the node's shape, and a
+    rewrite never changes a shape.
+    """
+
+    def rewrite(self, u: UOp, ctx: Any = None) -> tuple[UOp, Rule] | None:
+        hit = super().rewrite(u, ctx)
+        if hit is None or hit[0].shape == u.shape or hit[0].shape != ():
+            return hit
+        return hit[0].reshape((1,) * len(u.shape)).expand(u.shape), hit[1]
+
+
 # --8<-- [start:symbolic-rules]
 _int, _c = UPat.var("x", INTS), UPat.cvar("c", INTS)
 _a, _b, _m, _n = (UPat.cvar(k, INTS) for k in "abmn")
 
 # fmt: off
-symbolic = PatternMatcher([
+symbolic_rules: list[tuple[UPat, RuleFn]] = [
     # constants fold with the reference semantics; so does any integer expression whose bounds meet
     (UPat(Ops.ALU | {Ops.CAST}, name="x"), fold_constants),
     (UPat(Ops.ALU - Ops.COMPARISON, INTS, name="x"), fold_by_bounds),
@@ -461,19 +512,20 @@ symbolic = PatternMatcher([
     (UPat(Ops.MUL, INTS, src=(_int, UPat.const(0))), lambda x: x.const_like(0)),
     (UPat((Ops.ADD, Ops.SUB, Ops.NEG), INTS, name="x"), canonical_sum),
     (UPat(Ops.MUL, INTS, src=(UPat(Ops.ADD, name="x"), _c)), lambda x, c: canonical_sum(x * c)),
-    (UPat(Ops.MUL, INTS, src=(_int * _a, _b)), lambda x, a, b: x * (a.arg * b.arg)),
+    (UPat(Ops.MUL, INTS, src=(_int * _a, _b)), lambda x, a, b: x * round_to(x.scalar_dtype, a.arg * b.arg)),
     (UPat(Ops.MUL, INTS, src=(_c, _int)), lambda c, x: x * c if x.op is not Ops.CONST else None),
     (_int // _c, fold_idiv),
     (_int % _c, fold_mod),
-    ((_int // _a) // _b, lambda x, a, b: x // (a.arg * b.arg) if _positive(a, b) else None),
+    ((_int // _a) // _b, lambda x, a, b: x // (a.arg * b.arg) if _positive(a, b) and _fits(x, a.arg * b.arg) else None),
     ((_int % _m) // _a, lambda x, m, a: (x // a) % (m.arg // a.arg) if _multiple_of(m, a) else None),
     ((_int % _m) % _n, lambda x, m, n: x % n if _multiple_of(m, n) else None),
     (UPat(Ops.COMPARISON, src=(_int, UPat.var("y", INTS)), name="cmp"), lambda cmp, x, y: decide_cmp(cmp)),
     (UPat(Ops.CMPLT, src=(_int, _c)), fold_cmplt_const),
     (UPat(Ops.MAX, INTS, src=(UPat.var("a"), UPat.var("b"))), _pick_max),
     (UPat(Ops.MIN, INTS, src=(UPat.var("a"), UPat.var("b"))), _pick_min),
-])
+]
 # fmt: on
+symbolic = ShapeKeepingMatcher(symbolic_rules)
 # --8<-- [end:symbolic-rules]
 
 
@@ -487,6 +539,7 @@ def simplify(u: UOp) -> UOp:
 # ---------------------------------------------------------------------------------------------------------
 
 
+# --8<-- [start:inline-call]
 def inline_call(c: UOp) -> UOp:
     """The body of CALL `c` with its parameters replaced by the call's arguments.
 
@@ -496,6 +549,9 @@ def inline_call(c: UOp) -> UOp:
         raise UOpError(f"inline_call: expected a CALL, got {c.op.name}")
     body, args = c.src[0], c.src[1:]
     return substitute(body, {p: args[p.arg] for p in call_body_params(body)}, enter_calls=False)
+
+
+# --8<-- [end:inline-call]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -600,17 +656,20 @@ def reduce_elements(r: UOp) -> UOp:
 
 
 # --8<-- [start:interpreter-rules]
-interpreter = symbolic + PatternMatcher(
-    [
-        (UPat(Ops.CALL, name="c"), inline_call),
-        (UPat(Ops.ALU | {Ops.CAST}, name="x"), alu_elements),
-        (UPat(Ops.MOVEMENT, src=(UPat((Ops.STACK, Ops.CONST)),), name="m"), move_elements),
-        (UPat(Ops.REDUCE_AXIS, src=(UPat((Ops.STACK, Ops.CONST)),), name="r"), reduce_elements),
-    ]
-)
+# fmt: off
+interpreter = ShapeKeepingMatcher([
+    *symbolic_rules,
+    (UPat(Ops.CALL, name="c"), inline_call),
+    (UPat((Ops.CONTIGUOUS, Ops.DETACH), src=(UPat.var("x"),)), lambda x: x),
+    (UPat(Ops.ALU | {Ops.CAST}, name="x"), alu_elements),
+    (UPat(Ops.MOVEMENT, src=(UPat((Ops.STACK, Ops.CONST)),), name="m"), move_elements),
+    (UPat(Ops.REDUCE_AXIS, src=(UPat((Ops.STACK, Ops.CONST)),), name="r"), reduce_elements),
+])
+# fmt: on
 # --8<-- [end:interpreter-rules]
 
 
+# --8<-- [start:run]
 def run(program: UOp) -> UOp:
     """Evaluate a closed program (no buffers, parameters or loops) to a CONST or a STACK of CONSTs."""
     result = graph_rewrite(program, interpreter)
@@ -624,6 +683,9 @@ def run(program: UOp) -> UOp:
         reason = what.get(stuck.op, "has no defined value (an integer division by zero, or a cast of inf/nan)")
         raise RunError(f"cannot evaluate the program: a {stuck.op.name} node {reason}")
     return result
+
+
+# --8<-- [end:run]
 
 
 def to_python(u: UOp) -> Any:

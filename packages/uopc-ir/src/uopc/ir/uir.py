@@ -1,3 +1,4 @@
+# --8<-- [start:grammar]
 """The `.uir` text format: one node per line, so a graph can be read, written, diffed and typed by hand.
 
     # softmax numerator of one row
@@ -20,6 +21,7 @@ A literal operand is a constant: `3` is int32, `3.0` float32, `true` bool; `i64(
 dtype after the op is written only where the op's sources do not determine it (CAST, PARAM, BUFFER, ...).
 A program's value is its last line; `to_uir` and `fmt` write every node reachable from it, once, in order.
 """
+# --8<-- [end:grammar]
 
 from __future__ import annotations
 
@@ -46,6 +48,7 @@ class UIRSyntaxError(ValueError):
 # ---------------------------------------------------------------------------------------------------------
 
 
+# --8<-- [start:infer-dtype]
 def infer_dtype(op: Ops, src: tuple[UOp, ...]) -> AnyDType | None:
     """The dtype an op's sources determine, or None where the text must say it."""
     if op in Ops.COMPARISON:
@@ -61,12 +64,16 @@ def infer_dtype(op: Ops, src: tuple[UOp, ...]) -> AnyDType | None:
     return src[0].dtype
 
 
+# --8<-- [end:infer-dtype]
+
+
 def dtype_text(d: AnyDType) -> str:
     if isinstance(d, PtrDType):
         return f"{d.base.short}*" + ("" if d.addrspace is AddrSpace.GLOBAL else d.addrspace.value)
     return d.short
 
 
+# --8<-- [start:literal-text]
 def literal_text(value: ConstValue, dtype: DType) -> str:
     if isinstance(value, bool):
         text = "true" if value else "false"
@@ -76,6 +83,9 @@ def literal_text(value: ConstValue, dtype: DType) -> str:
         text = str(value)
     default = dtypes.bool if isinstance(value, bool) else dtypes.float32 if isinstance(value, float) else dtypes.int32
     return text if dtype is default else f"{dtype.short}({text})"
+
+
+# --8<-- [end:literal-text]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -144,11 +154,14 @@ def _decode_call(v: Any, problem: Callable[[str], UIRSyntaxError]) -> str:
     raise problem("expected the CALL's name")
 
 
+_NOT_NAMES = frozenset({"true", "false", "none", "inf", "nan"})
+"""Identifiers an arg reads as a value, not a word: a CALL with such a name has it written in quotes."""
+
 Codec = tuple[Callable[[Any], str], Callable[[Any, Callable[[str], UIRSyntaxError]], Any]]
 ARG_CODECS: dict[Ops, Codec] = {
     Ops.PARAM: (_value_text, _decode_plain),
     Ops.DEFINE_ACC: (_value_text, _decode_plain),
-    Ops.CALL: (lambda a: a if a.isidentifier() else f'"{a}"', _decode_call),
+    Ops.CALL: (lambda a: a if a.isidentifier() and a not in _NOT_NAMES else f'"{a}"', _decode_call),
     Ops.RANGE: (lambda a: _keyed(axis=a.axis, kind=a.kind), _decode_range),
     Ops.BUFFER: (lambda a: _keyed(slot=a.slot, size=a.size), lambda v, p: BufferArg(*_get(v, ("slot", "size"), p))),
     Ops.DEFINE_GLOBAL: (
@@ -181,6 +194,7 @@ def to_uir(root: UOp) -> str:
     return "\n".join(lines) + "\n"
 
 
+# --8<-- [start:node-text]
 def _node_text(u: UOp, names: dict[UOp, str]) -> str:
     parts = [u.op.name.lower()]
     if u.op is Ops.CONST:
@@ -195,6 +209,9 @@ def _node_text(u: UOp, names: dict[UOp, str]) -> str:
     return text
 
 
+# --8<-- [end:node-text]
+
+
 # --8<-- [end:to-uir]
 
 
@@ -202,6 +219,7 @@ def _node_text(u: UOp, names: dict[UOp, str]) -> str:
 # parsing
 # ---------------------------------------------------------------------------------------------------------
 
+# --8<-- [start:tokenize]
 _TOKEN = re.compile(
     r"\s*(?:(?P<ref>%[A-Za-z0-9_.]+)|(?P<num>-?(?:inf\b|nan\b|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?))"
     r"|(?P<word>[A-Za-z_][A-Za-z0-9_]*)|(?P<punct>[=,:()*])|(?P<str>\"[^\"]*\")|(?P<bad>\S))"
@@ -226,6 +244,9 @@ def tokenize(line: str, lineno: int) -> list[Token]:
             raise UIRSyntaxError(lineno, m.start(kind) + 1, f"unexpected character {m.group(kind)!r}")
         tokens.append(Token(kind, m.group(kind), m.start(kind) + 1))
     return tokens
+
+
+# --8<-- [end:tokenize]
 
 
 class _LineParser:
@@ -270,21 +291,30 @@ class _LineParser:
 
     def literal(self) -> UOp:
         tok = self.peek()
-        if tok is not None and tok.kind == "word" and tok.text in ("true", "false"):
-            self.pos += 1
-            return UOp.const(tok.text == "true")
-        if tok is not None and tok.kind == "word":  # a typed literal: i64(3)
+        if tok is not None and tok.kind == "word" and tok.text not in ("true", "false"):  # a typed literal: i64(3)
             dt = self.dtype()
             if not isinstance(dt, DType):
                 raise self.error("a scalar dtype for a literal", tok)
             self.take("punct", "(")
-            value = self.literal().arg
+            value = self.plain_literal()  # its own value: rounding it to a default type first would lose f64 digits
             self.take("punct", ")")
             return _make(self, tok, lambda: UOp.const(_convert(value, dt), dt))
+        value = self.plain_literal()
+        start = self.tokens[self.pos - 1]
+        if isinstance(value, bool):
+            return UOp.const(value)
+        if isinstance(value, float):
+            return UOp.const(value, dtypes.float32)
+        return _make(self, start, lambda: UOp.const(value, dtypes.int32 if _fits_i32(value) else dtypes.int64))
+
+    def plain_literal(self) -> ConstValue:
+        """The value of `true`, `false` or a number, as Python holds it."""
+        tok = self.peek()
+        if tok is not None and tok.kind == "word" and tok.text in ("true", "false"):
+            self.pos += 1
+            return tok.text == "true"
         text = self.take("num", expected="an operand (%name or a literal)").text
-        if any(c in text for c in ".en"):
-            return UOp.const(float(text))
-        return UOp.const(int(text), dtypes.int32 if _fits_i32(text) else dtypes.int64)
+        return float(text) if any(c in text for c in ".en") else int(text)
 
     def operand(self) -> UOp:
         tok = self.peek()
@@ -344,8 +374,8 @@ class _LineParser:
         return fields
 
 
-def _fits_i32(text: str) -> bool:
-    return dtypes.int32.min <= int(text) <= dtypes.int32.max
+def _fits_i32(value: int) -> bool:
+    return dtypes.int32.min <= value <= dtypes.int32.max
 
 
 def _convert(value: ConstValue, dt: DType) -> ConstValue:
@@ -380,6 +410,7 @@ def parse(text: str) -> UOp:
 # --8<-- [end:parse]
 
 
+# --8<-- [start:parse-line]
 def _parse_line(p: _LineParser) -> UOp:
     name = p.take("ref", expected="a node definition '%name = op ...'")
     if name.text in p.names:
@@ -415,10 +446,15 @@ def _parse_node(p: _LineParser, op: Ops, op_tok: Token) -> UOp:
         arg_tok = p.peek() or colon
         raw = p.arg()
         arg = ARG_CODECS[op][1](raw, lambda msg: UIRSyntaxError(p.lineno, arg_tok.col, msg))
+    if p.peek() is not None:  # before the node is built: `add %0 %1` lacks a comma, not a second source
+        raise p.error("the end of the line" if arg is not None else "',' between operands, ':' before the arg, or the end")
     dtype = given or infer_dtype(op, tuple(src))
     if dtype is None:
         raise UIRSyntaxError(p.lineno, op_tok.col, f"{op.name.lower()} needs a dtype after the op name")
     return _make(p, op_tok, lambda: UOp(op, dtype, src, arg))
+
+
+# --8<-- [end:parse-line]
 
 
 def fmt(text: str) -> str:

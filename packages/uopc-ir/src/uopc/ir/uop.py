@@ -64,6 +64,9 @@ class Ops(enum.Enum):
     SHRINK = enum.auto()
     PAD = enum.auto()  # fills with zero of the dtype
     FLIP = enum.auto()
+    # identities that carry a meaning for the Tensor library
+    CONTIGUOUS = enum.auto()  # the value of src[0], computed into a buffer of its own (a kernel boundary)
+    DETACH = enum.auto()  # the value of src[0], through which no gradient flows
     # reductions
     REDUCE_AXIS = enum.auto()  # shaped: arg = (op, axes); reduced axes keep size 1
     REDUCE = enum.auto()  # lowered: src = (value, *ranges); arg = op
@@ -82,6 +85,9 @@ class Ops(enum.Enum):
 
     def __repr__(self) -> str:
         return f"Ops.{self.name}"
+
+    # members are singletons, so identity hashing is exact, and much faster than Enum's hash of the name
+    __hash__ = object.__hash__
 
     UNARY: ClassVar[frozenset[Ops]]
     BINARY: ClassVar[frozenset[Ops]]
@@ -134,15 +140,20 @@ Shape = tuple[int, ...]
 ConstValue = bool | int | float
 
 
+# --8<-- [start:argkey]
 def _argkey(arg: Any) -> Any:
     """The hash-consing key of an arg: 1, 1.0 and True differ, and so do 0.0 and -0.0; nan equals nan."""
-    if isinstance(arg, float):
-        return (float, struct.pack("<d", arg))
+    if isinstance(arg, float):  # every nan one key: folding inf - inf gives a nan with the sign bit set
+        return (float, b"nan" if math.isnan(arg) else struct.pack("<d", arg))
     if isinstance(arg, tuple):
         return (type(arg), tuple(_argkey(a) for a in arg))
     return (type(arg), arg)
 
 
+# --8<-- [end:argkey]
+
+
+# --8<-- [start:round-to]
 def round_to(dtype: DType, value: ConstValue) -> ConstValue:
     """`value` as `dtype` holds it: floats rounded to the type's precision, integers wrapped to its width."""
     if dtype.is_bool:
@@ -150,7 +161,10 @@ def round_to(dtype: DType, value: ConstValue) -> ConstValue:
     if dtype.is_int:
         v = int(value) & ((1 << dtype.bits) - 1)
         return v - (1 << dtype.bits) if dtype.kind == "int" and v > dtype.max else v
-    x = float(value)
+    try:  # an int is rounded once, to the type's precision: through float64 it could be rounded twice
+        x = float(_round_int(value, _PRECISION[dtype]) if isinstance(value, int) else value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
     if dtype is dtypes.float64 or math.isnan(x) or math.isinf(x):
         return x
     if dtype is dtypes.bfloat16:  # round to nearest even on the top 16 bits of the float32
@@ -158,6 +172,24 @@ def round_to(dtype: DType, value: ConstValue) -> ConstValue:
         bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
         return float(struct.unpack("<f", struct.pack("<I", bits))[0])
     return _to_f32(x) if dtype is dtypes.float32 else _to_f16(x)
+
+
+# --8<-- [end:round-to]
+
+
+_PRECISION = {dtypes.float16: 11, dtypes.bfloat16: 8, dtypes.float32: 24, dtypes.float64: 53}
+"""Significant bits of each float type, the implicit leading bit included."""
+
+
+def _round_int(v: int, bits: int) -> int:
+    """`v` rounded to `bits` significant bits, ties to even: then a float of that precision holds it exactly."""
+    extra = abs(v).bit_length() - bits
+    if extra <= 0:
+        return v
+    q, r = divmod(abs(v), 1 << extra)
+    half = 1 << (extra - 1)
+    q += r > half or (r == half and q & 1)
+    return (q << extra) * (-1 if v < 0 else 1)
 
 
 def _to_f32(x: float) -> float:
@@ -237,6 +269,7 @@ class UOp:
         return toposort(self)
 
     # ---- named constructors ----
+    # --8<-- [start:const]
     @staticmethod
     def const(value: ConstValue, dtype: DType | None = None) -> UOp:
         """A scalar constant; the dtype defaults to bool, int32 or float32 by the Python type."""
@@ -245,8 +278,10 @@ class UOp:
                 dtypes.bool if isinstance(value, bool) else dtypes.int32 if isinstance(value, int) else dtypes.float32
             )
         if dtype.is_float and isinstance(value, (int, float)):
-            value = float(value)
+            value = float(round_to(dtype, value))  # 0.1 becomes the float32 nearest to it
         return UOp(Ops.CONST, dtype, (), value)
+
+    # --8<-- [end:const]
 
     def const_like(self, value: ConstValue) -> UOp:
         """A constant of this node's dtype; broadcast to its shape by ALU ops, which accept scalars."""
@@ -501,6 +536,7 @@ def toposort(root: UOp, enter: Callable[[UOp], Iterable[UOp]] | None = None) -> 
 # --8<-- [end:toposort]
 
 
+# --8<-- [start:substitute]
 def substitute(root: UOp, mapping: dict[UOp, UOp], enter_calls: bool = True) -> UOp:
     """`root` with every node in `mapping` replaced; with `enter_calls=False`, CALL bodies are kept as they are."""
 
@@ -515,6 +551,9 @@ def substitute(root: UOp, mapping: dict[UOp, UOp], enter_calls: bool = True) -> 
         src = tuple(new.get(s, s) for s in u.src)
         new[u] = u if src == u.src else u.replace(src=src)
     return new[root]
+
+
+# --8<-- [end:substitute]
 
 
 def call_body_params(body: UOp) -> list[UOp]:
@@ -549,9 +588,10 @@ def _scalar_dtype(u: UOp) -> DType:
     return u.dtype
 
 
+# --8<-- [start:check-alu]
 def _check_alu(u: UOp) -> Shape:
     dt = _scalar_dtype(u)
-    n = {**dict.fromkeys(Ops.UNARY, 1), **dict.fromkeys(Ops.BINARY, 2), Ops.WHERE: 3}[u.op]
+    n = _ALU_ARITY[u.op]
     if len(u.src) != n:
         raise _fail(u, f"takes {n} source(s), got {len(u.src)}")
     values = u.src[1:] if u.op is Ops.WHERE else u.src
@@ -572,6 +612,12 @@ def _check_alu(u: UOp) -> Shape:
     return _broadcast_shapes(u, u.src)
 
 
+# --8<-- [end:check-alu]
+
+
+# --8<-- [start:alu-tables]
+_ALU_ARITY: dict[Ops, int] = {**dict.fromkeys(Ops.UNARY, 1), **dict.fromkeys(Ops.BINARY, 2), Ops.WHERE: 3}
+
 _ALU_KINDS: dict[Ops, tuple[str, ...]] = {
     **dict.fromkeys((Ops.EXP, Ops.LOG, Ops.SQRT, Ops.SIN, Ops.COS, Ops.DIV, Ops.POW), ("float",)),
     **dict.fromkeys((Ops.IDIV, Ops.MOD), ("int", "uint")),
@@ -580,6 +626,10 @@ _ALU_KINDS: dict[Ops, tuple[str, ...]] = {
 }
 
 
+# --8<-- [end:alu-tables]
+
+
+# --8<-- [start:check-const]
 def _check_const(u: UOp) -> Shape:
     dt, v = _scalar_dtype(u), u.arg
     if u.src:
@@ -595,6 +645,9 @@ def _check_const(u: UOp) -> Shape:
     if dt.is_float and not (math.isnan(v) or v == round_to(dt, v)):
         raise _fail(u, f"value {v!r} is not exactly a {dt.name}; use UOp.const, which rounds it")
     return ()
+
+
+# --8<-- [end:check-const]
 
 
 def _check_cast(u: UOp) -> Shape:
@@ -614,6 +667,11 @@ def _check_movement(u: UOp) -> Shape:
     return _MOVEMENT_SHAPE[u.op](u, x.shape, u.arg)
 
 
+def _is_int(v: Any) -> bool:
+    """A Python int that is not a bool: sizes, axes and slots."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 def _int_tuple(u: UOp, arg: Any, what: str, depth: int = 1) -> None:
     ok = isinstance(arg, tuple) and all(
         (isinstance(a, int) and not isinstance(a, bool)) if depth == 1 else isinstance(a, tuple) and len(a) == 2
@@ -625,6 +683,7 @@ def _int_tuple(u: UOp, arg: Any, what: str, depth: int = 1) -> None:
         raise _fail(u, f"arg must be {what}, got {arg!r}")
 
 
+# --8<-- [start:movement-shapes]
 def _reshape_shape(u: UOp, shape: Shape, arg: Any) -> Shape:
     _int_tuple(u, arg, "a tuple of ints (the new shape)")
     if any(s < 1 for s in arg):
@@ -643,8 +702,9 @@ def _permute_shape(u: UOp, shape: Shape, arg: Any) -> Shape:
 
 def _expand_shape(u: UOp, shape: Shape, arg: Any) -> Shape:
     _int_tuple(u, arg, "a tuple of ints (the new shape)")
-    if len(arg) != len(shape) or any(s not in (n, 1) for s, n in zip(shape, arg, strict=True)):
-        raise _fail(u, f"cannot expand {shape} to {arg}: only axes of size 1 grow, and the rank stays {len(shape)}")
+    if len(arg) != len(shape) or any(s not in (n, 1) or n < 1 for s, n in zip(shape, arg, strict=True)):
+        rank = len(shape)
+        raise _fail(u, f"cannot expand {shape} to {arg}: only axes of size 1 grow (to >= 1), and the rank stays {rank}")
     return tuple(arg)
 
 
@@ -679,6 +739,15 @@ _MOVEMENT_SHAPE: dict[Ops, Callable[[UOp, Shape, Any], Shape]] = {
 }
 
 
+# --8<-- [end:movement-shapes]
+
+
+def _check_identity(u: UOp) -> Shape:
+    if len(u.src) != 1 or u.dtype is not u.src[0].dtype or u.arg is not None:
+        raise _fail(u, "takes 1 source of its own dtype and no arg")
+    return u.src[0].shape
+
+
 def _check_reduce_axis(u: UOp) -> Shape:
     if len(u.src) != 1 or u.dtype is not u.src[0].dtype:
         raise _fail(u, "takes 1 source of its own dtype")
@@ -705,7 +774,8 @@ def _check_stack(u: UOp) -> Shape:
 
 
 def _check_buffer(u: UOp) -> Shape:
-    if not (isinstance(u.arg, BufferArg) and u.arg.slot >= 0 and u.arg.size >= 1):
+    a = u.arg
+    if not (isinstance(a, BufferArg) and _is_int(a.slot) and _is_int(a.size) and a.slot >= 0 and a.size >= 1):
         raise _fail(u, f"arg must be BufferArg(slot >= 0, size >= 1), got {u.arg!r}")
     if u.op is Ops.BUFFER:
         _scalar_dtype(u)
@@ -717,7 +787,7 @@ def _check_buffer(u: UOp) -> Shape:
 
 def _check_param(u: UOp) -> Shape:
     _scalar_dtype(u)
-    if not (isinstance(u.arg, int) and u.arg >= 0) or u.src:
+    if not (_is_int(u.arg) and u.arg >= 0) or u.src:
         raise _fail(u, f"takes no sources and an index >= 0, got {u.arg!r}")
     return ()
 
@@ -737,9 +807,11 @@ def _check_call(u: UOp) -> Shape:
 
 
 def _check_range(u: UOp) -> Shape:
-    if len(u.src) != 1 or not isinstance(u.arg, RangeArg) or not isinstance(u.arg.kind, AxisType):
+    ok_arg = isinstance(u.arg, RangeArg) and _is_int(u.arg.axis) and isinstance(u.arg.kind, AxisType)
+    if len(u.src) != 1 or not ok_arg:
         raise _fail(u, f"needs src = (end,) and arg RangeArg(axis, kind), got {u.arg!r}")
-    if not (u.src[0].dtype.is_int and u.dtype is u.src[0].dtype):  # type: ignore[union-attr]
+    end_dtype = u.src[0].dtype
+    if not (isinstance(end_dtype, DType) and end_dtype.is_int and u.dtype is end_dtype):
         raise _fail(u, f"end and index must share an integer dtype, got {u.src[0].dtype.name} and {u.dtype.name}")
     return ()
 
@@ -812,12 +884,15 @@ def _check_void(u: UOp) -> Shape:
     return ()
 
 
+# --8<-- [start:check-node]
 _CHECKS: dict[Ops, Callable[[UOp], Shape]] = {
     **dict.fromkeys(Ops.ALU, _check_alu),
     **dict.fromkeys(Ops.MOVEMENT, _check_movement),
     Ops.CONST: _check_const,
     Ops.CAST: _check_cast,
     Ops.REDUCE_AXIS: _check_reduce_axis,
+    Ops.CONTIGUOUS: _check_identity,
+    Ops.DETACH: _check_identity,
     Ops.STACK: _check_stack,
     Ops.BUFFER: _check_buffer,
     Ops.DEFINE_GLOBAL: _check_buffer,
@@ -844,3 +919,6 @@ def check_node(u: UOp) -> Shape:
     if any(not isinstance(s, UOp) for s in u.src):
         raise _fail(u, f"sources must be UOps, got {[type(s).__name__ for s in u.src]}")
     return _CHECKS[u.op](u)
+
+
+# --8<-- [end:check-node]

@@ -62,6 +62,19 @@ class Kernel:
         return linearize(self.ast)
 
     @functools.cached_property
+    def flops(self) -> int:
+        """Floating-point operations per run: each float ALU op or accumulation, times its loops' trip counts."""
+        trips, total = [1], 0
+        for u in self.program:
+            if u.op is Ops.RANGE:
+                trips.append(trips[-1] * u.src[0].arg)
+            elif u.op is Ops.ENDRANGE:
+                trips.pop()
+            elif (u.op in Ops.ALU or u.op is Ops.ACCUMULATE) and u.scalar_dtype.is_float:
+                total += trips[-1]
+        return total
+
+    @functools.cached_property
     def written(self) -> frozenset[int]:
         """The slots this kernel stores into."""
         return frozenset(u.src[0].arg.slot for u in self.ast.toposort() if u.op is Ops.STORE)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from uopc.ir import AxisType, Ops, UOp, range_, simplify, sink, substitute
+from uopc.ir.uop import prod
 from uopc.lower.rangeify import LowerError
 
 
@@ -106,6 +107,29 @@ def thread(kernel: UOp, axis: int) -> UOp:
 
 
 # --8<-- [end:thread]
+
+
+# --8<-- [start:choose-opts]
+THREAD_MIN_WORK = 1 << 15  # below this many inner iterations, starting threads costs more than it saves
+
+
+def choose_opts(kernel: UOp) -> Opts:
+    """A simple default: a register tile of up to 4x4 outputs in reduce kernels, and threads for big work."""
+    ranges = sorted((u for u in kernel.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg.axis)
+    outputs = [r for r in ranges if r.arg.kind is AxisType.LOOP]
+    work = prod(r.src[0].arg for r in ranges)
+    upcast = {}
+    if any(r.arg.kind is AxisType.REDUCE for r in ranges):
+        for r in outputs[-2:]:
+            n = next((f for f in (4, 2) if r.src[0].arg % f == 0 and r.src[0].arg > f), None)
+            if n is not None:
+                upcast[r.arg.axis] = n
+    left = [r for r in outputs if r.src[0].arg // upcast.get(r.arg.axis, 1) > 1]
+    threaded = left[0].arg.axis if left and work >= THREAD_MIN_WORK else None
+    return Opts(upcast=upcast, thread=threaded)
+
+
+# --8<-- [end:choose-opts]
 
 
 def apply_opts(kernel: UOp, opts: Opts) -> UOp:

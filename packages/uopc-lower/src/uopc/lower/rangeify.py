@@ -96,6 +96,8 @@ class Rangeify:
         return self.children[job]
 
     def _sources(self, u: UOp, idx: Index, valid: UOp) -> list[Job]:
+        if _never(valid):  # only padding reads this element, and padding is 0: nothing below is needed
+            return []
         if u.op in Ops.MOVEMENT:
             return [(u.src[0], *source_index(u, idx, valid))]
         if u.op is Ops.REDUCE_AXIS:
@@ -104,7 +106,7 @@ class Rangeify:
             return [(u.src[0], tuple(ranges.get(a, i) for a, i in enumerate(idx)), valid)]
         if u.op is Ops.STACK:
             return [(s, idx[1:], valid) for s in u.src]
-        if u.op in Ops.ALU or u.op is Ops.CAST:
+        if u.op in Ops.ALU or u.op in (Ops.CAST, Ops.CONTIGUOUS, Ops.DETACH):
             return [(s, idx if s.shape else (), valid) for s in u.src]
         if u.op in (Ops.BUFFER, Ops.CONST):
             return []
@@ -119,6 +121,8 @@ class Rangeify:
     def build(self, job: Job, srcs: list[UOp]) -> UOp:
         """The scalar value of element `idx` of `u`, given the values of its sources."""
         u, idx, valid = job
+        if _never(valid):  # its index may lie outside the source (a STACK has no element there)
+            return _zero(u)
         if u.op is Ops.CONST:
             return u
         if u.op is Ops.BUFFER:
@@ -126,7 +130,7 @@ class Rangeify:
             return ptr.load(idx[0], None if valid.op is Ops.CONST and valid.arg else valid)
         if u.op is Ops.PAD:
             return simplify(self.sources(job)[0][2].where(srcs[0], _zero(u)))
-        if u.op in Ops.MOVEMENT:
+        if u.op in Ops.MOVEMENT or u.op in (Ops.CONTIGUOUS, Ops.DETACH):
             return srcs[0]
         if u.op is Ops.REDUCE_AXIS:
             child_idx = self.sources(job)[0][1]
@@ -152,6 +156,10 @@ class Rangeify:
         return self.built[(root, idx, UOp.const(True))]
 
     # --8<-- [end:lower-value]
+
+
+def _never(valid: UOp) -> bool:
+    return valid.op is Ops.CONST and not valid.arg
 
 
 def _zero(u: UOp) -> UOp:

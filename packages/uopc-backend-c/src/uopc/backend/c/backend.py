@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from uopc.backend.c.compiler import build_library
-from uopc.backend.c.program import CParam, check_arrays, load_library
+from uopc.backend.c.program import ArgumentError, CParam, check_arrays, load_library
 from uopc.backend.c.render import C_PRELUDE, render_c, render_kernel
 from uopc.ir import DType
 from uopc.lower import Kernel, Step
@@ -31,8 +31,10 @@ def batch_source(kernels: Sequence[Kernel], steps: Sequence[Step]) -> str:
     return "\n\n".join([C_PRELUDE, *helpers.values(), *functions, plan]) + "\n"
 
 
-def plan_buffers(kernels: Sequence[Kernel], steps: Sequence[Step]) -> list[CParam]:
-    """What each plan buffer must be: the dtype its kernels agree on, and the largest size they use."""
+def plan_buffers(kernels: Sequence[Kernel], steps: Sequence[Step]) -> dict[int, CParam]:
+    """What each plan buffer the steps use must be: the dtype its kernels agree on, the largest size they use.
+
+    A plan may hold buffers no kernel touches (an input whose every read was simplified away)."""
     dtype: dict[int, DType] = {}
     size: dict[int, int] = {}
     written: set[int] = set()
@@ -46,9 +48,7 @@ def plan_buffers(kernels: Sequence[Kernel], steps: Sequence[Step]) -> list[CPara
             size[b] = max(size.get(b, 0), p.size)
             if p.slot in k.written:
                 written.add(b)
-    if sorted(dtype) != list(range(len(dtype))):
-        raise ValueError(f"plan buffers must be numbered 0..n-1, got {sorted(dtype)}")
-    return [CParam(f"buffer {b}", dtype[b], size[b], const=b not in written) for b in range(len(dtype))]
+    return {b: CParam(f"buffer {b}", dtype[b], size[b], const=b not in written) for b in sorted(dtype)}
 
 
 class CExecutable:
@@ -69,11 +69,16 @@ class CExecutable:
         self.params = [
             [CParam(p.name, p.dtype, p.size, p.slot not in k.written) for p in k.params] for k in self.kernels
         ]
-        self._pointers = ctypes.c_void_p * len(self.buffers)
+        self.n_buffers = max(self.buffers, default=-1) + 1
+        self._pointers = ctypes.c_void_p * self.n_buffers
 
     def run(self, buffers: Sequence[Any]) -> None:
-        check_arrays("uopc_plan", self.buffers, buffers)
-        self.plan(self._pointers(*(b.ctypes.data for b in buffers)))
+        """Run the plan on `buffers`, indexed as the steps index them; entries no step uses are not touched."""
+        n = self.n_buffers
+        if len(buffers) < n:
+            raise ArgumentError(f"uopc_plan takes {n} buffers, got {len(buffers)}")
+        check_arrays("uopc_plan", list(self.buffers.values()), [buffers[b] for b in self.buffers])
+        self.plan(self._pointers(*(b.ctypes.data for b in buffers[:n])))
 
     def run_kernel(self, index: int, buffers: Sequence[Any]) -> None:
         check_arrays(self.kernels[index].name, self.params[index], buffers)

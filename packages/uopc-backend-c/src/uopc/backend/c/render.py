@@ -85,19 +85,30 @@ C_OPS: dict[Ops, Callable[[list[str], DType], str]] = {
 
 
 # --8<-- [start:c-helpers]
+# Floor division and modulo as Python defines them (C truncates toward zero); division by zero gives 0,
+# as in numpy, and INT_MIN / -1 wraps instead of trapping. max and min propagate NaN, as numpy does.
+_HELPER_BODIES = {
+    ("floordiv", "int"): "if (b == 0) return 0; if (b == -1) return -a; "
+    "T q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;",
+    (
+        "floormod",
+        "int",
+    ): "if (b == 0 || b == -1) return 0; T r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;",
+    ("floordiv", "uint"): "return b == 0 ? 0 : a / b;",
+    ("floormod", "uint"): "return b == 0 ? 0 : a % b;",
+    ("max", "float"): "return (a > b || a != a) ? a : b;",
+    ("min", "float"): "return (a < b || a != a) ? a : b;",
+    ("max", "int"): "return a > b ? a : b;",
+    ("min", "int"): "return a < b ? a : b;",
+}
+
+
 def c_helper(kind: str, dt: DType) -> str:
-    """The definition of a helper: floor division and modulo as Python defines them (C truncates), with
-    division by zero giving 0 as in numpy; max and min that propagate NaN as numpy does."""
-    t, n = dt.c_name, f"{kind}_{dt.short}"
-    if kind == "floordiv":
-        body = "if (b == 0) return 0; if (b == -1) return -a; T q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;"
-    elif kind == "floormod":
-        body = "if (b == 0 || b == -1) return 0; T r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;"
-    elif kind == "max":
-        body = "return (a > b || a != a) ? a : b;" if dt.is_float else "return a > b ? a : b;"
-    else:
-        body = "return (a < b || a != a) ? a : b;" if dt.is_float else "return a < b ? a : b;"
-    return f"static inline {t} {n}({t} a, {t} b) {{ {body.replace('T ', t + ' ')} }}"
+    """The definition of helper `kind` (floordiv, floormod, max, min) for dtype `dt`."""
+    t = c_type(dt)
+    family = "int" if dt.is_bool or (kind in ("max", "min") and dt.kind == "uint") else dt.kind
+    body = _HELPER_BODIES[(kind, family)].replace("T ", t + " ")
+    return f"static inline {t} {kind}_{dt.short}({t} a, {t} b) {{ {body} }}"
 
 
 # --8<-- [end:c-helpers]

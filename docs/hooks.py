@@ -1,0 +1,28 @@
+"""mkdocs hook: run the book's listings before the pages are read, so every output shown is real.
+
+Each `docs/listings/<name>.py` is run with the Python that runs mkdocs; what it prints becomes
+`docs/generated/<name>.txt`, which the chapters include with snippets. A listing that fails stops the build.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+DOCS = Path(__file__).parent
+
+
+def on_pre_build(config: Any) -> None:
+    out = DOCS / "generated"
+    out.mkdir(exist_ok=True)
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    for listing in sorted((DOCS / "listings").glob("*.py")):
+        done = subprocess.run(
+            [sys.executable, str(listing)], capture_output=True, text=True, cwd=DOCS.parent, env=env, check=False
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"docs listing {listing.name} failed:\n{done.stdout}\n{done.stderr}")
+        (out / f"{listing.stem}.txt").write_text(done.stdout)

@@ -1,0 +1,250 @@
+"""kernelize: cut a tensor graph into kernels, and cache the resulting plan by the graph's structure.
+
+A tensor program is one big shaped graph. Computing it node by node would write every intermediate to
+memory; computing it as one loop nest is impossible once a reduction's result is broadcast back (each
+output element would recompute the whole reduction). kernelize decides which nodes are *materialized*
+(written to a buffer of their own): the outputs, explicit CONTIGUOUS nodes, and the source of any EXPAND
+that computes something (a reduction, or arithmetic), since an expand would recompute it once per copy.
+Everything else fuses into the kernel that consumes it. Outputs of one shape that only do elementwise work
+share one kernel, with one store each.
+
+A plan (kernels, buffers, call order) depends only on the graph's structure: buffers are numbered by
+first use, so a training step that repeats on new data finds its plan in the cache and compiles nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from uopc.ir import BufferArg, DType, Ops, PatternMatcher, UOp, UPat, graph_rewrite, sink, substitute, toposort
+from uopc.lower.backend import Kernel, Step
+from uopc.lower.opt import apply_opts, choose_opts
+from uopc.lower.rangeify import rangeify
+
+_CHEAP = (Ops.BUFFER, Ops.CONST)
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    dtype: DType
+    size: int
+
+
+@dataclass
+class Plan:
+    """How to compute a normalized graph: kernels, the buffers they use, and the order of calls.
+
+    Plan buffers are numbered: the graph's inputs first (in the order the normalized graph numbers them),
+    then one buffer per output, then intermediates. `outputs[i]` is the plan buffer holding root i.
+    """
+
+    kernels: list[Kernel]
+    steps: list[Step]
+    buffers: list[BufferSpec]
+    n_inputs: int
+    outputs: list[int]
+    schedule_seconds: float
+    executables: dict[str, Any] = field(default_factory=dict)  # backend name -> built kernels
+
+
+_drop_detach = PatternMatcher([(UPat(Ops.DETACH, src=(UPat.var("x"),)), lambda x: x)])
+
+
+# --8<-- [start:normalize]
+def normalize(roots: Sequence[UOp]) -> tuple[UOp, list[UOp]]:
+    """The roots with every BUFFER renumbered by first use and DETACH removed, and the original buffers.
+
+    Two graphs that differ only in which buffers they read normalize to the same node: the plan cache key.
+    """
+    graph = sink(*roots)
+    detached = [u for u in graph.toposort() if u.op is Ops.DETACH]
+    if detached:  # the gradient is built already: a DETACH is now just its source
+        graph = graph_rewrite(graph, _drop_detach)
+    inputs = [u for u in graph.toposort() if u.op is Ops.BUFFER]
+    mapping = {b: UOp(Ops.BUFFER, b.dtype, (), BufferArg(i, b.arg.size)) for i, b in enumerate(inputs)}
+    return substitute(graph, mapping), inputs
+
+
+# --8<-- [end:normalize]
+
+
+def _through_movement(u: UOp) -> UOp:
+    while u.op in Ops.MOVEMENT:
+        u = u.src[0]
+    return u
+
+
+# --8<-- [start:materialize]
+def materialized(graph: UOp) -> list[UOp]:
+    """The nodes that get a buffer of their own, in graph order (sources first)."""
+    roots = set(graph.src)
+    chosen = {u for u in roots if u.op is not Ops.BUFFER}
+    for u in graph.toposort():
+        if u.op is Ops.CONTIGUOUS:
+            chosen.add(u)
+        if u.op is Ops.EXPAND and u.size > u.src[0].size:
+            source = _through_movement(u.src[0])
+            if source.op not in _CHEAP:  # an expand of computed values would recompute them per copy
+                chosen.add(source)
+    return [u for u in graph.toposort() if u in chosen]
+
+
+# --8<-- [end:materialize]
+
+
+def _region(m: UOp, boundaries: set[UOp]) -> list[UOp]:
+    """The nodes computed inside m's kernel: everything below m up to the boundaries (which are loaded)."""
+    return toposort(m, lambda u: [] if u is not m and u in boundaries else u.src)
+
+
+def _has_reduce(m: UOp, region: list[UOp], boundaries: set[UOp]) -> bool:
+    """Whether m's kernel reduces: a REDUCE_AXIS computed inside it (a loaded one does not count)."""
+    return any(u.op is Ops.REDUCE_AXIS and (u is m or u not in boundaries) for u in region)
+
+
+@dataclass
+class _Group:
+    members: list[UOp]
+    shape: tuple[int, ...]
+    elementwise: bool
+
+
+def group_outputs(order: list[UOp], boundaries: set[UOp]) -> list[_Group]:
+    """Kernels as groups of materialized nodes, in a valid execution order.
+
+    Elementwise outputs of one shape join one kernel, unless that would make the kernel wait for one of
+    its own outputs through another kernel; a member may read another member, which is then computed
+    inline (once, as a shared subexpression) instead of loaded.
+    """
+    groups: list[_Group] = []
+    group_of: dict[UOp, int] = {}
+    needs: dict[UOp, set[int]] = {}  # materialized node -> every group it transitively waits on
+    for m in order:
+        region = _region(m, boundaries)
+        deps = [u for u in region if u is not m and u in group_of]
+        needs[m] = set().union(*({group_of[d]} | needs[d] for d in deps))
+        elementwise = not _has_reduce(m, region, boundaries)
+        target = next(
+            (
+                i
+                for i, g in enumerate(groups)
+                if elementwise and g.elementwise and g.shape == m.shape and _may_join(i, deps, group_of, needs)
+            ),
+            None,
+        )
+        if target is None:
+            groups.append(_Group([], m.shape, elementwise))
+            target = len(groups) - 1
+        groups[target].members.append(m)
+        group_of[m] = target
+    return groups
+
+
+def _may_join(i: int, deps: list[UOp], group_of: dict[UOp, int], needs: dict[UOp, set[int]]) -> bool:
+    """A node may join group i if none of its inputs comes from a later group, or waits on group i."""
+    return all(group_of[d] == i or (group_of[d] < i and i not in needs[d]) for d in deps)
+
+
+def _kernel_name(shape: tuple[int, ...], reduces: bool, taken: set[str]) -> str:
+    base = ("r_" if reduces else "E_") + "_".join(map(str, shape or (1,)))
+    name, n = base, 1
+    while name in taken:
+        name, n = f"{base}_{n}", n + 1
+    taken.add(name)
+    return name
+
+
+# --8<-- [start:make-plan]
+def make_plan(graph: UOp, opt: bool = True) -> Plan:
+    """The plan for a normalized graph (see `normalize`): one kernel per group of materialized nodes."""
+    start = time.perf_counter()
+    n_inputs = sum(1 for u in graph.toposort() if u.op is Ops.BUFFER)
+    buffers = [
+        BufferSpec(u.scalar_dtype, u.arg.size)
+        for u in sorted((u for u in graph.toposort() if u.op is Ops.BUFFER), key=lambda b: b.arg.slot)
+    ]
+    where: dict[UOp, int] = {u: u.arg.slot for u in graph.toposort() if u.op is Ops.BUFFER}
+    outputs = []
+    for root in graph.src:  # an input returned as it is keeps its buffer; anything else gets a new one
+        if root not in where:
+            where[root] = len(buffers)
+            buffers.append(BufferSpec(root.scalar_dtype, root.size))
+        outputs.append(where[root])
+    order = materialized(graph)
+    boundaries = set(order) | {u for u in graph.toposort() if u.op is Ops.BUFFER}
+    for m in order:
+        if m not in where:
+            where[m] = len(buffers)
+            buffers.append(BufferSpec(m.scalar_dtype, m.size))
+    kernels: list[Kernel] = []
+    steps: list[Step] = []
+    names: set[str] = set()
+    for group in group_outputs(order, boundaries):
+        ast, plan_buffers = _lower_group(group, boundaries, where, opt)
+        kernels.append(Kernel(_kernel_name(group.shape, not group.elementwise, names), ast))
+        steps.append(Step(len(kernels) - 1, plan_buffers))
+    return Plan(kernels, steps, buffers, n_inputs, outputs, time.perf_counter() - start)
+
+
+# --8<-- [end:make-plan]
+
+
+def _lower_group(group: _Group, boundaries: set[UOp], where: dict[UOp, int], opt: bool) -> tuple[UOp, tuple[int, ...]]:
+    """The kernel graph for one group, with its parameters numbered 0.. and the plan buffer of each."""
+    members = set(group.members)
+    inner = boundaries - members
+    local: dict[int, UOp] = {}  # plan buffer -> the BUFFER node standing for it inside the kernel
+
+    def param(plan_buffer: int, like: UOp) -> UOp:
+        if plan_buffer not in local:
+            local[plan_buffer] = UOp(Ops.BUFFER, like.scalar_dtype, (), BufferArg(len(local), like.size))
+        return local[plan_buffer]
+
+    outputs = [(param(where[m], m), m) for m in group.members]
+    loads = {
+        u: param(where[u], u).reshape(u.shape) if u.shape != (u.size,) else param(where[u], u)
+        for m in group.members
+        for u in _region(m, inner)
+        if u in inner
+    }
+    values = [(dest, substitute(m, {u: b for u, b in loads.items() if u is not m})) for dest, m in outputs]
+    kernel = rangeify(values)
+    if opt:
+        kernel = apply_opts(kernel, choose_opts(kernel))
+    used = {u.arg.slot for u in kernel.toposort() if u.op is Ops.DEFINE_GLOBAL}
+    renumber = {old: new for new, old in enumerate(sorted(used))}
+    kernel = substitute(
+        kernel,
+        {
+            u: UOp.define_global(renumber[u.arg.slot], u.arg.size, u.scalar_dtype)
+            for u in kernel.toposort()
+            if u.op is Ops.DEFINE_GLOBAL and renumber[u.arg.slot] != u.arg.slot
+        },
+    )
+    by_slot = {b.arg.slot: plan_buffer for plan_buffer, b in local.items()}
+    return kernel, tuple(by_slot[old] for old in sorted(used))
+
+
+# --8<-- [start:plan-cache]
+class PlanCache:
+    """Plans by normalized graph (and optimizer setting). Counts how many it made, for tests and DEBUG."""
+
+    def __init__(self) -> None:
+        self.plans: dict[tuple[UOp, bool], Plan] = {}
+        self.made = 0
+
+    def get(self, graph: UOp, opt: bool) -> tuple[Plan, bool]:
+        """The plan for `graph`, and whether it was new."""
+        key = (graph, opt)
+        found = self.plans.get(key)
+        if found is not None:
+            return found, False
+        plan = self.plans[key] = make_plan(graph, opt)
+        self.made += 1
+        return plan, True
+
+
+# --8<-- [end:plan-cache]

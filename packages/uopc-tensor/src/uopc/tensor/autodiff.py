@@ -1,0 +1,128 @@
+"""Reverse-mode automatic differentiation on the shaped UOp graph.
+
+The gradient of a scalar loss with respect to every node is built as more graph, from the loss back to
+the inputs: each node passes its gradient to its sources through the rule for its op. The rules are a
+table, one per op; each takes the node and the gradient of the loss with respect to it, and returns one
+gradient per source (None where no gradient flows: a comparison, a DETACH, an integer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from uopc.ir import Ops, UOp, round_to
+
+
+def _const(like: UOp, value: float) -> UOp:
+    return UOp.const(round_to(like.scalar_dtype, value), like.scalar_dtype)
+
+
+def _unexpand(g: UOp, src: UOp) -> UOp:
+    """The gradient of an EXPAND: sum over the axes that were expanded."""
+    axes = [i for i, (s, n) in enumerate(zip(src.shape, g.shape, strict=True)) if s == 1 and n != 1]
+    return g.sum(axes) if axes else g
+
+
+def _inverse(perm: Sequence[int]) -> list[int]:
+    out = [0] * len(perm)
+    for i, p in enumerate(perm):
+        out[p] = i
+    return out
+
+
+def _reduce_grad(u: UOp, g: UOp) -> tuple[UOp | None, ...]:
+    x = u.src[0]
+    spread = g.expand(x.shape)
+    if u.arg[0] is Ops.ADD:
+        return (spread,)
+    if u.arg[0] in (Ops.MAX, Ops.MIN):  # to the arg-max (or min); ties share it equally
+        hit = x.eq(u.expand(x.shape)).cast(x.scalar_dtype)
+        count = hit.sum(u.arg[1]).expand(x.shape)
+        return (spread * hit / count,)
+    raise NotImplementedError(f"no gradient for a REDUCE_AXIS with {u.arg[0].name}")
+
+
+def _extreme_grad(u: UOp, g: UOp) -> tuple[UOp | None, ...]:
+    """MAX and MIN: the gradient goes to the operand that was chosen; a tie splits it in half."""
+    a, b = u.src
+    half = _const(g, 0.5)
+    a_wins = (b < a) if u.op is Ops.MAX else (a < b)
+    tie = a.eq(b)
+    zero = _const(g, 0.0)
+    return (a_wins.where(g, tie.where(g * half, zero)), a_wins.where(zero, tie.where(g * half, g)))
+
+
+def _pow_grad(u: UOp, g: UOp) -> tuple[UOp | None, ...]:
+    a, b = u.src
+    return (g * b * (a ** (b - _const(b, 1.0))), g * u * a.log())
+
+
+# --8<-- [start:grad-rules]
+GradRule = Callable[[UOp, UOp], tuple[UOp | None, ...]]
+
+GRADIENT_RULES: dict[Ops, GradRule] = {
+    Ops.ADD: lambda u, g: (g, g),
+    Ops.SUB: lambda u, g: (g, -g),
+    Ops.MUL: lambda u, g: (g * u.src[1], g * u.src[0]),
+    Ops.DIV: lambda u, g: (g / u.src[1], -g * u / u.src[1]),
+    Ops.NEG: lambda u, g: (-g,),
+    Ops.EXP: lambda u, g: (g * u,),
+    Ops.LOG: lambda u, g: (g / u.src[0],),
+    Ops.SQRT: lambda u, g: (g / (u * _const(u, 2.0)),),
+    Ops.SIN: lambda u, g: (g * u.src[0].cos(),),
+    Ops.COS: lambda u, g: (-g * u.src[0].sin(),),
+    Ops.POW: _pow_grad,
+    Ops.MAX: _extreme_grad,
+    Ops.MIN: _extreme_grad,
+    Ops.WHERE: lambda u, g: (None, u.src[0].where(g, _const(g, 0.0)), u.src[0].where(_const(g, 0.0), g)),
+    Ops.CAST: lambda u, g: (g.cast(u.src[0].scalar_dtype),),
+    Ops.RESHAPE: lambda u, g: (g.reshape(u.src[0].shape),),
+    Ops.PERMUTE: lambda u, g: (g.permute(_inverse(u.arg)),),
+    Ops.EXPAND: lambda u, g: (_unexpand(g, u.src[0]),),
+    Ops.SHRINK: lambda u, g: (g.pad([(b, s - e) for (b, e), s in zip(u.arg, u.src[0].shape, strict=True)]),),
+    Ops.PAD: lambda u, g: (g.shrink([(b, b + s) for (b, _), s in zip(u.arg, u.src[0].shape, strict=True)]),),
+    Ops.FLIP: lambda u, g: (g.flip(u.arg),),
+    Ops.REDUCE_AXIS: _reduce_grad,
+    Ops.CONTIGUOUS: lambda u, g: (g,),
+    Ops.DETACH: lambda u, g: (None,),
+}
+# --8<-- [end:grad-rules]
+
+
+def _differentiable(u: UOp) -> bool:
+    return u.scalar_dtype.is_float
+
+
+def _fit(g: UOp, src: UOp) -> UOp:
+    """A gradient for a scalar operand that an ALU op broadcast: summed over every element."""
+    if g.shape == src.shape:
+        return g
+    return g.sum(range(len(g.shape))).reshape(src.shape)
+
+
+# --8<-- [start:compute-gradients]
+def compute_gradients(loss: UOp, targets: Sequence[UOp]) -> dict[UOp, UOp]:
+    """d loss / d target for each target that the loss depends on, as graphs."""
+    order = loss.toposort()
+    wanted = set(targets)
+    on_path: set[UOp] = set()
+    for u in order:  # sources come first, so one pass finds every node that depends on a target
+        if u in wanted or any(s in on_path for s in u.src):
+            on_path.add(u)
+    grads: dict[UOp, UOp] = {loss: _const(loss, 1.0)}
+    for u in reversed(order):
+        g = grads.get(u)
+        if g is None or not u.src:
+            continue
+        rule = GRADIENT_RULES.get(u.op)
+        if rule is None:
+            raise NotImplementedError(f"no gradient rule for {u.op.name} (dtype {u.dtype.name}, shape {u.shape})")
+        for src, sg in zip(u.src, rule(u, g), strict=True):
+            if sg is None or src not in on_path or not _differentiable(src):
+                continue
+            fitted = _fit(sg, src)
+            grads[src] = fitted if src not in grads else grads[src] + fitted
+    return {t: grads[t] for t in targets if t in grads}
+
+
+# --8<-- [end:compute-gradients]
