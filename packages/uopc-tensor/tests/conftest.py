@@ -1,0 +1,30 @@
+"""Shared set-up for the uopc-tensor tests: a private kernel cache, derandomized Hypothesis, clean globals.
+
+Every kernel these tests build is compiled into a fresh cache folder for the session, so a run never reads
+or fills the user's ~/.cache/uopc and always measures the cold path. Hypothesis runs derandomized and
+without its example database: a failure reruns identically and a test run never writes to the repository.
+"""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "uopc-tensor",
+    derandomize=True,
+    database=None,
+    deadline=None,  # the first example of a test compiles kernels: slow, not wrong
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile("uopc-tensor")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def kernel_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    folder = tmp_path_factory.mktemp("uopc-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("UOPC_CACHE", str(folder))
+        yield folder
+
