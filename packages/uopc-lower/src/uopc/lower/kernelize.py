@@ -89,9 +89,20 @@ def materialized(graph: UOp) -> list[UOp]:
             source = _through_movement(u.src[0])
             if source.op not in _CHEAP:  # an expand of computed values would recompute them per copy
                 chosen.add(source)
+    while shared := _shared_reduces(chosen, {u for u in graph.toposort() if u.op is Ops.BUFFER}):
+        chosen |= shared
     return [u for u in graph.toposort() if u in chosen]
 
 
+def _shared_reduces(chosen: set[UOp], buffers: set[UOp]) -> set[UOp]:
+    """Reductions that two kernels would each compute (a gradient read by Adam's m, v and update, say)."""
+    boundaries = chosen | buffers
+    count: dict[UOp, int] = {}
+    for m in chosen:
+        for u in _region(m, boundaries):
+            if u.op is Ops.REDUCE_AXIS and u not in boundaries:
+                count[u] = count.get(u, 0) + 1
+    return {u for u, n in count.items() if n > 1}
 # --8<-- [end:materialize]
 
 

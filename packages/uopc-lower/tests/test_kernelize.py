@@ -1,0 +1,97 @@
+"""kernelize: which nodes get their own buffer, how outputs group into kernels, and plan caching.
+
+These tests look at the structure of plans (how many kernels, how many reductions each computes),
+not at values: values are checked end to end by the backend and tensor suites.
+"""
+
+from __future__ import annotations
+
+from uopc.ir import Ops, UOp, dtypes
+from uopc.lower import PlanCache, make_plan, materialized, normalize
+
+
+def buf(slot: int, *shape: int) -> UOp:
+    size = 1
+    for s in shape:
+        size *= s
+    return UOp.buffer(slot, size).reshape(shape)
+
+
+def reduces_per_kernel(graph: UOp) -> list[int]:
+    plan = make_plan(graph, opt=False)
+    return [sum(1 for u in k.ast.toposort() if u.op is Ops.REDUCE) for k in plan.kernels]
+
+
+def test_elementwise_chain_is_one_kernel() -> None:
+    x = buf(100, 3, 5)
+    graph, _ = normalize([((x * 2.0).exp() + 1.0).sqrt()])
+    assert len(make_plan(graph, opt=False).kernels) == 1
+
+
+def test_reduce_feeding_an_expand_is_materialized_once() -> None:
+    """softmax: the max and the sum are each computed once, not once per output element."""
+    x = buf(7, 4, 6)
+    e = (x - x.reduce(Ops.MAX, [1]).expand((4, 6))).exp()
+    graph, _ = normalize([e / e.sum([1]).expand((4, 6))])
+    assert reduces_per_kernel(graph) == [1, 1, 0]
+
+
+def test_reduce_read_by_two_outputs_is_computed_once() -> None:
+    """Adam reads a gradient (a matmul) in m, v and the update; the matmul must not run three times."""
+    a, b = buf(1, 8, 1, 5), buf(2, 1, 6, 5)
+    g = (a.expand((8, 6, 5)) * b.expand((8, 6, 5))).sum([2])
+    outputs = [g * 0.1, g * g * 0.01, g - 1.0]
+    graph, _ = normalize(outputs)
+    counts = reduces_per_kernel(graph)
+    assert sum(counts) == 1, counts
+    assert len(counts) == 2  # the reduction, then one elementwise kernel with three stores
+    plan = make_plan(graph, opt=False)
+    assert sum(1 for u in plan.kernels[1].ast.toposort() if u.op is Ops.STORE) == 3
+
+
+def test_elementwise_outputs_of_one_shape_share_a_kernel() -> None:
+    x, y = buf(3, 4, 4), buf(4, 4, 4)
+    m = x * 0.9 + y * 0.1
+    graph, _ = normalize([m, x - m * 0.5, (y * y).sqrt()])
+    plan = make_plan(graph, opt=False)
+    assert len(plan.kernels) == 1
+    assert len(set(plan.outputs)) == 3
+
+
+def test_expanded_arithmetic_is_materialized() -> None:
+    """relu(h) feeding a matmul: computing it inside the matmul would redo it once per output column."""
+    h = buf(5, 3, 1, 4)
+    r = (h > 0.0).where(h, 0.0)
+    w = buf(6, 1, 7, 4)
+    graph, _ = normalize([(r.expand((3, 7, 4)) * w.expand((3, 7, 4))).sum([2])])
+    chosen = materialized(graph)
+    assert any(u.op is Ops.WHERE for u in chosen)
+
+
+def test_kernels_receive_only_buffers_they_read() -> None:
+    """A read that simplification deletes (x * 0 for ints) must not leave a parameter behind."""
+    x, y = UOp.buffer(0, 6, dtypes.int32), UOp.buffer(1, 6, dtypes.int32)
+    graph, _ = normalize([x * 0 + y])
+    plan = make_plan(graph, opt=False)
+    (kernel,) = plan.kernels
+    assert len(kernel.params) == 2  # the output and y; x is gone
+    assert plan.steps[0].buffers[1] == 1  # and its argument is y's plan buffer, not x's
+
+
+def test_plans_are_cached_by_structure_not_by_buffer() -> None:
+    cache = PlanCache()
+    for step in range(4):
+        x = UOp.buffer(1000 + step, 12).reshape((3, 4))  # a new buffer every step, as in training
+        graph, inputs = normalize([(x * 2.0).sum([1])])
+        plan, _ = cache.get(graph, opt=True)
+        assert inputs[0] is UOp.buffer(1000 + step, 12)
+    assert cache.made == 1
+    assert len(plan.kernels) == 1
+
+
+def test_a_different_constant_is_a_different_plan() -> None:
+    cache = PlanCache()
+    for c in (2.0, 3.0):
+        graph, _ = normalize([buf(9, 5) * c])
+        cache.get(graph, opt=True)
+    assert cache.made == 2

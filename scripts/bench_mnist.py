@@ -1,0 +1,135 @@
+"""Benchmark one MNIST training step: uopc against PyTorch on the CPU, measured in the same run.
+
+The model, batch size and optimizer are those of scripts/train_mnist.py (784-256-10 MLP, AdamW, batch
+128). Reports the median time of a training step after warm-up in each framework, and uopc's first step
+(which builds its kernels) in a fresh process with an empty kernel cache and again with a warm one.
+
+    python scripts/bench_mnist.py --steps 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+BATCH, HIDDEN = 128, 256
+
+
+def timed_steps(step: Callable[[], None], steps: int, warmup: int) -> list[float]:
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def uopc_step_fn(x: np.ndarray[Any, Any], y: np.ndarray[Any, Any]) -> Callable[[], None]:
+    from uopc.tensor import Tensor
+    from uopc.tensor.nn import Linear
+    from uopc.tensor.optim import AdamW
+
+    Tensor.manual_seed(0)
+    l1, l2 = Linear(784, HIDDEN), Linear(HIDDEN, 10)
+    opt = AdamW([*l1.parameters(), *l2.parameters()], lr=1e-3)
+
+    def step() -> None:
+        loss = l2(l1(Tensor(x)).relu()).cross_entropy(Tensor(y))
+        opt.zero_grad()
+        loss.backward()
+        opt.step(loss)
+        loss.item()
+
+    return step
+
+
+def torch_step_fn(x: np.ndarray[Any, Any], y: np.ndarray[Any, Any]) -> Callable[[], None] | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(784, HIDDEN), torch.nn.ReLU(), torch.nn.Linear(HIDDEN, 10))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    tx, ty = torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
+
+    def step() -> None:
+        loss = torch.nn.functional.cross_entropy(model(tx), ty)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        loss.item()
+
+    return step
+
+
+def first_step_child() -> None:
+    """Run in a fresh process: the time of uopc's first step, then of its second."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((BATCH, 784)).astype(np.float32)
+    y = rng.integers(0, 10, BATCH).astype(np.int32)
+    step = uopc_step_fn(x, y)
+    times = timed_steps(step, 2, 0)
+    print(json.dumps(times))
+
+
+def first_step(cache: str) -> list[float]:
+    env = {**os.environ, "UOPC_CACHE": cache}
+    done = subprocess.run([sys.executable, __file__, "--child"], env=env, capture_output=True, text=True, check=True)
+    times: list[float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return times
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description="ms per MNIST training step: uopc vs PyTorch (CPU), same run.")
+    p.add_argument("--steps", type=int, default=50, help="timed steps per framework (default 50)")
+    p.add_argument("--warmup", type=int, default=5, help="untimed steps first (default 5)")
+    p.add_argument("--out", help="also write the table to this file")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        first_step_child()
+        return
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((BATCH, 784)).astype(np.float32)
+    y = rng.integers(0, 10, BATCH).astype(np.int32)
+    rows = []
+    with tempfile.TemporaryDirectory() as cache:
+        cold = first_step(cache)
+        warm = first_step(cache)
+    rows.append(("uopc first step, cold kernel cache", cold[0] * 1e3))
+    rows.append(("uopc first step, warm kernel cache", warm[0] * 1e3))
+    uopc_ms = float(np.median(timed_steps(uopc_step_fn(x, y), args.steps, args.warmup))) * 1e3
+    rows.append(("uopc step (median)", uopc_ms))
+    torch_fn = torch_step_fn(x, y)
+    if torch_fn is not None:
+        import torch
+
+        torch_ms = float(np.median(timed_steps(torch_fn, args.steps, args.warmup))) * 1e3
+        rows.append((f"PyTorch {torch.__version__} step (median, {torch.get_num_threads()} threads)", torch_ms))
+    lines = [f"MNIST MLP 784-{HIDDEN}-10, AdamW, batch {BATCH}, {os.cpu_count()} CPUs", f"{'':52s} {'ms':>10s}"]
+    lines += [f"{name:52s} {ms:10.2f}" for name, ms in rows]
+    if torch_fn is not None:
+        lines.append(f"{'uopc step / PyTorch step':52s} {uopc_ms / torch_ms:9.2f}x")
+    else:
+        lines.append("PyTorch is not installed: `pip install torch` to compare")
+    table = "\n".join(lines)
+    print(table)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(table + "\n")
+
+
+if __name__ == "__main__":
+    main()
