@@ -198,7 +198,8 @@ def mnist_from_files(folder: Path | None = None) -> tuple[np.ndarray[Any, Any], 
 def _save_npz(path: Path, arrays: dict[str, np.ndarray[Any, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}.npz")
-    np.savez(tmp, **arrays)
+    named: dict[str, Any] = dict(arrays)
+    np.savez(tmp, **named)
     os.replace(tmp, path)  # atomic: a reader never sees half a file
 
 
