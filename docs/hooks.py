@@ -25,4 +25,6 @@ def on_pre_build(config: Any) -> None:
         )
         if done.returncode != 0:
             raise RuntimeError(f"docs listing {listing.name} failed:\n{done.stdout}\n{done.stderr}")
-        (out / f"{listing.stem}.txt").write_text(done.stdout)
+        target = out / f"{listing.stem}.txt"
+        if not target.exists() or target.read_text() != done.stdout:  # unchanged files keep `mkdocs serve` calm
+            target.write_text(done.stdout)

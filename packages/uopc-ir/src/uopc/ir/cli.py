@@ -66,6 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as e:
         print(f"uopc-ir: cannot read {name}: {e.strerror}", file=sys.stderr)
         return 1
+    except UnicodeDecodeError as e:
+        print(f"uopc-ir: cannot read {name}: not UTF-8 text (byte {e.start})", file=sys.stderr)
+        return 1
     except UIRSyntaxError as e:
         print(f"{name}:{e.line}:{e.col}: {str(e).split(': ', 1)[1]}", file=sys.stderr)
         return 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -70,6 +71,10 @@ class DType:
 
     def __repr__(self) -> str:
         return f"dtypes.{self.name}"
+
+    def __reduce__(self) -> tuple[Callable[[str], DType], tuple[str]]:
+        """Pickle and copy by name, so the one object per type stays one (and `is` keeps comparing types)."""
+        return (dtypes.by_name, (self.name,))
 
 
 # --8<-- [end:dtype]

@@ -241,7 +241,7 @@ def _count(fired: Counter[str], rule: Rule, budget: int) -> None:
     fired[rule.name] += 1
     if fired.total() > budget:
         top = ", ".join(f"{name} x{n}" for name, n in fired.most_common(3))
-        raise RewriteError(f"rewrite does not reach a fixed point after {budget} rule applications; most fired: {top}")
+        raise RewriteError(f"rewrite does not reach a fixed point within {budget} rule applications; most fired: {top}")
 
 
 # --8<-- [end:count]

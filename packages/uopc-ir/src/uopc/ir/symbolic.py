@@ -10,6 +10,7 @@ program by rewriting alone: it is the interpreter later stages are tested agains
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -289,7 +290,8 @@ def linear_terms(u: UOp) -> tuple[dict[UOp, int], int]:
 # --8<-- [end:linear-terms]
 
 
-_SORT_KEYS: dict[UOp, tuple[Any, ...]] = {}
+# held weakly, like the nodes themselves: a key lives as long as its node
+_SORT_KEYS: weakref.WeakKeyDictionary[UOp, tuple[Any, ...]] = weakref.WeakKeyDictionary()
 
 
 def sort_key(u: UOp) -> tuple[Any, ...]:
@@ -298,10 +300,6 @@ def sort_key(u: UOp) -> tuple[Any, ...]:
         for n in toposort(u, lambda x: [s for s in x.src if s not in _SORT_KEYS]):
             arg = n.arg.axis if n.op is Ops.RANGE else repr(n.arg)
             _SORT_KEYS[n] = (n.op.value, arg, tuple(_SORT_KEYS[s] for s in n.src))
-    if len(_SORT_KEYS) > 100_000:  # the keys are only needed while a graph is being simplified
-        key = _SORT_KEYS[u]
-        _SORT_KEYS.clear()
-        return key
     return _SORT_KEYS[u]
 
 
@@ -366,11 +364,21 @@ def _split_by(x: UOp, c: int) -> tuple[UOp, UOp, int]:
     return build_sum(quotient, q_const, dt), build_sum(rest, r_const, dt), g
 
 
+def never_wraps(*xs: UOp) -> bool:
+    """True when bounds prove each sum below was computed without wrapping around its dtype.
+
+    Sums and products wrap (exec_alu's semantics), and reordering them is exact modulo 2**bits; division,
+    remainder and comparison are not, so their rules must know nothing wrapped. A sum that may wrap has
+    the full range of its dtype as bounds, since interval arithmetic claims nothing then.
+    """
+    return all(bounds(x) != (x.scalar_dtype.min, x.scalar_dtype.max) for x in xs)
+
+
 # --8<-- [start:fold-divmod]
 def fold_idiv(x: UOp, c: UOp) -> UOp | None:
     """x // c: the terms divisible by c leave the division; what is left is decided by its bounds."""
     k = int(c.arg)
-    if k <= 0:
+    if k <= 0 or not never_wraps(x):
         return None
     quotient, rest, g = _split_by(x, k)
     lo, hi = (int(b) for b in bounds(rest))
@@ -386,7 +394,7 @@ def fold_idiv(x: UOp, c: UOp) -> UOp | None:
 def fold_mod(x: UOp, c: UOp) -> UOp | None:
     """x % c: the terms divisible by c drop out; what is left is decided by its bounds."""
     k = int(c.arg)
-    if k <= 0:
+    if k <= 0 or not never_wraps(x):
         return None
     _, rest, g = _split_by(x, k)
     lo, hi = (int(b) for b in bounds(rest))
@@ -413,7 +421,7 @@ def _divide_exactly(x: UOp, g: int) -> UOp:
 def fold_cmplt_const(x: UOp, c: UOp) -> UOp | None:
     """sum + k < c  ->  sum < c - k, and g*y < c -> y < ceil(c / g): fewer operations per comparison."""
     terms, constant = linear_terms(x)
-    if not terms:
+    if not terms or not never_wraps(x):
         return None
     g = math.gcd(*terms.values())
     if constant == 0 and g == 1:
@@ -425,7 +433,9 @@ def fold_cmplt_const(x: UOp, c: UOp) -> UOp | None:
         lhs = build_sum(terms, 0, x.scalar_dtype)
     else:
         return None
-    return lhs < c.const_like(limit) if dt.min <= limit <= dt.max else None  # a limit the dtype cannot hold: keep it
+    if not (dt.min <= limit <= dt.max and never_wraps(lhs)):  # a limit or a sum the dtype cannot hold: keep it
+        return None
+    return lhs < c.const_like(limit)
 
 
 def decide_cmp(cmp: UOp) -> UOp | None:
@@ -433,6 +443,7 @@ def decide_cmp(cmp: UOp) -> UOp | None:
     return None if decided is None else UOp.const(decided)
 
 
+# --8<-- [start:fold-constants]
 def fold_constants(x: UOp) -> UOp | None:
     if not all(s.op is Ops.CONST for s in x.src):
         return None
@@ -444,6 +455,9 @@ def fold_by_bounds(x: UOp) -> UOp | None:
     """An integer expression whose bounds meet is that constant."""
     lo, hi = bounds(x)
     return UOp.const(lo, x.scalar_dtype) if lo == hi else None
+
+
+# --8<-- [end:fold-constants]
 
 
 def _gated_load(p: UOp, i: UOp, g: UOp) -> UOp:
@@ -473,6 +487,7 @@ def _pick_min(a: UOp, b: UOp) -> UOp | None:
     return a if vmax(a) <= vmin(b) else b if vmax(b) <= vmin(a) else None
 
 
+# --8<-- [start:shape-keeping]
 class ShapeKeepingMatcher(PatternMatcher):
     """A rule table written for scalars that also meets shaped nodes (`run` evaluates shaped programs with it).
 
@@ -486,6 +501,9 @@ class ShapeKeepingMatcher(PatternMatcher):
         if hit is None or hit[0].shape == u.shape or hit[0].shape != ():
             return hit
         return hit[0].reshape((1,) * len(u.shape)).expand(u.shape), hit[1]
+
+
+# --8<-- [end:shape-keeping]
 
 
 # --8<-- [start:symbolic-rules]
@@ -681,7 +699,7 @@ def run(program: UOp) -> UOp:
             Ops.RANGE: "depends on a loop index",
         }
         reason = what.get(stuck.op, "has no defined value (an integer division by zero, or a cast of inf/nan)")
-        raise RunError(f"cannot evaluate the program: a {stuck.op.name} node {reason}")
+        raise RunError(f"cannot evaluate the program: one {stuck.op.name} node {reason}")
     return result
 
 

@@ -447,7 +447,8 @@ def _parse_node(p: _LineParser, op: Ops, op_tok: Token) -> UOp:
         raw = p.arg()
         arg = ARG_CODECS[op][1](raw, lambda msg: UIRSyntaxError(p.lineno, arg_tok.col, msg))
     if p.peek() is not None:  # before the node is built: `add %0 %1` lacks a comma, not a second source
-        raise p.error("the end of the line" if arg is not None else "',' between operands, ':' before the arg, or the end")
+        expected = "the end of the line" if arg is not None else "',' between operands, ':' before the arg, or the end"
+        raise p.error(expected)
     dtype = given or infer_dtype(op, tuple(src))
     if dtype is None:
         raise UIRSyntaxError(p.lineno, op_tok.col, f"{op.name.lower()} needs a dtype after the op name")

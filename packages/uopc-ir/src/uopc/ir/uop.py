@@ -246,7 +246,10 @@ class UOp:
     __hash__ = object.__hash__
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (UOp, (self.op, self.dtype, self.src, self.arg))
+        """Pickle as .uir text: flat, so a deep graph pickles without deep recursion, and exact."""
+        from uopc.ir.uir import parse, to_uir
+
+        return (parse, (to_uir(self),))
 
     def __repr__(self) -> str:
         arg = "" if self.arg is None else f", arg={self.arg!r}"
@@ -753,7 +756,7 @@ def _check_reduce_axis(u: UOp) -> Shape:
         raise _fail(u, "takes 1 source of its own dtype")
     shape = u.src[0].shape
     if not (isinstance(u.arg, tuple) and len(u.arg) == 2 and u.arg[0] in Ops.REDUCE_OPS):
-        ops = ", ".join(o.name for o in Ops.REDUCE_OPS)
+        ops = ", ".join(sorted(o.name for o in Ops.REDUCE_OPS))
         raise _fail(u, f"arg must be (op, axes) with op one of {ops}, got {u.arg!r}")
     op, axes = u.arg
     _int_tuple(u, axes, "(op, axes) with a tuple of axes")
