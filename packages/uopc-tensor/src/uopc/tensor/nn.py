@@ -99,6 +99,8 @@ class Module:
             value = state[k]
             array = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
             t.uop = Tensor(array.astype(t.dtype.np_name), device=t.device).uop
+
+
 # --8<-- [end:module]
 
 
@@ -178,6 +180,8 @@ class Dropout(Module):
             return x
         keep = Tensor.rand(*x.shape, device=x.device) >= self.p
         return keep.where(x / (1.0 - self.p), 0.0)
+
+
 # --8<-- [end:layers]
 
 

@@ -57,15 +57,20 @@ class Optimizer:
     def step(self, *extra: Tensor) -> None:
         """Update every parameter that has a gradient. `extra` tensors (the loss, say) are computed in the
         same plan, so the forward pass is not run a second time to read them."""
+        todo = [i for i, p in enumerate(self.params) if p.grad is not None]
+        if not todo:  # no gradients yet: nothing to update, and Adam's step count must not advance
+            if extra:
+                Tensor.realize(*extra)
+            return
         with Tensor.no_grad():
             shared = self.begin_step()
-            todo = [i for i, p in enumerate(self.params) if p.grad is not None]
             updates = [self.update(self.params[i], self.params[i].grad, self.state[i]) for i in todo]  # type: ignore[arg-type]
         Tensor.realize(*shared, *(new for new, _ in updates), *(s for _, st in updates for s in st), *extra)
         for i, (new, st) in zip(todo, updates, strict=True):
             self.params[i].uop = new.uop
             self.state[i] = st
         self.end_step(shared)
+
     # --8<-- [end:step]
 
     def init_state(self, p: Tensor) -> State:
@@ -155,4 +160,6 @@ class AdamW(Adam):
         weight_decay: float = 0.01,
     ) -> None:
         super().__init__(params, lr, betas, eps, weight_decay)
+
+
 # --8<-- [end:optimizers]

@@ -1,0 +1,26 @@
+"""Shared set-up for the end-to-end tests: a private kernel cache and data folder for the session.
+
+Kernels are compiled into a fresh folder, so a run never reads or fills the user's ~/.cache/uopc and always
+measures the cold path; a data set a test needs is fetched into a fresh $UOPC_DATA the same way.
+"""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def kernel_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    folder = tmp_path_factory.mktemp("uopc-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("UOPC_CACHE", str(folder))
+        yield folder
+
+
+@pytest.fixture(scope="session", autouse=True)
+def data_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    folder = tmp_path_factory.mktemp("uopc-data")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("UOPC_DATA", str(folder))
+        yield folder
