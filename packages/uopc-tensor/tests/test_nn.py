@@ -201,6 +201,14 @@ def test_embedding_looks_up_rows() -> None:
         emb(Tensor(idx.astype(np.float32)))
 
 
+@pytest.mark.parametrize("bad", [[0, 5], [-1, 2]])
+def test_embedding_rejects_indices_outside_the_table(bad: list[int]) -> None:
+    """One-hot lookup would silently give a row of zeros for these; the layer refuses them instead."""
+    emb = Embedding(5, 3)
+    with pytest.raises(TensorError, match=r"indices must lie in \[0, 5\)"):
+        emb(Tensor(np.array(bad, dtype=np.int32)))
+
+
 def test_embedding_init_is_standard_normal() -> None:
     Tensor.manual_seed(3)
     w = Embedding(500, 40).weight.numpy().astype(np.float64)

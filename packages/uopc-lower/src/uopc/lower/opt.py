@@ -15,6 +15,7 @@ from uopc.ir.uop import prod
 from uopc.lower.rangeify import LowerError
 
 
+# --8<-- [start:opts]
 @dataclass(frozen=True)
 class Opts:
     """Which axes to upcast, unroll and thread. Axis numbers are those of the kernel's ranges:
@@ -26,6 +27,9 @@ class Opts:
 
     def key(self) -> tuple[object, ...]:
         return (tuple(sorted(self.upcast.items())), tuple(sorted(self.unroll.items())), self.thread)
+
+
+# --8<-- [end:opts]
 
 
 def find_range(kernel: UOp, axis: int) -> UOp:
@@ -110,7 +114,7 @@ def thread(kernel: UOp, axis: int) -> UOp:
 
 
 # --8<-- [start:choose-opts]
-THREAD_MIN_WORK = 1 << 15  # below this many inner iterations, starting threads costs more than it saves
+THREAD_MIN_WORK = 1 << 18  # below this many inner iterations, starting threads costs more than it saves
 
 
 def choose_opts(kernel: UOp) -> Opts:
@@ -132,6 +136,7 @@ def choose_opts(kernel: UOp) -> Opts:
 # --8<-- [end:choose-opts]
 
 
+# --8<-- [start:apply-opts]
 def apply_opts(kernel: UOp, opts: Opts) -> UOp:
     """Unroll, then upcast, then thread; each step keeps the kernel's meaning."""
     for axis, n in sorted(opts.unroll.items()):
@@ -141,3 +146,6 @@ def apply_opts(kernel: UOp, opts: Opts) -> UOp:
     if opts.thread is not None:
         kernel = thread(kernel, opts.thread)
     return kernel
+
+
+# --8<-- [end:apply-opts]

@@ -108,7 +108,11 @@ class SGD(Optimizer):
 
 
 class Adam(Optimizer):
-    """Adam with bias correction; weight_decay adds weight_decay * p to the gradient (L2), as torch.optim.Adam."""
+    """Adam with bias correction; weight_decay adds weight_decay * p to the gradient (L2), as torch.optim.Adam.
+
+    One step count serves every parameter (torch keeps one per parameter): the two differ only for a
+    parameter that had no gradient in some steps, whose bias correction then runs ahead of its moments.
+    """
 
     decoupled = False
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ class CParam:
     const: bool
 
 
+# --8<-- [start:parse-signature]
 _C_TYPES = {d.c_name: d for d in dtypes.all() if d is not dtypes.bfloat16}
 _PARAM = re.compile(r"^\s*(const\s+)?([a-zA-Z_][\w ]*?)\s+(\w+)\s*\[\s*restrict\s+static\s+(\d+)\s*\]\s*$")
 
@@ -55,6 +57,10 @@ def parse_signature(source: str, name: str) -> list[CParam]:
     return params
 
 
+# --8<-- [end:parse-signature]
+
+
+# --8<-- [start:check-arrays]
 def check_arrays(fn: str, params: Sequence[CParam], arrays: Sequence[Any]) -> None:
     """Raise ArgumentError unless each array matches its parameter exactly."""
     if len(arrays) != len(params):
@@ -73,6 +79,16 @@ def check_arrays(fn: str, params: Sequence[CParam], arrays: Sequence[Any]) -> No
             problem = "read-only, but the kernel writes it"
         if problem:
             raise ArgumentError(f"{fn}: {p.name} is {problem}")
+
+
+# --8<-- [end:check-arrays]
+
+
+# OpenMP threads that finish a parallel loop spin, waiting for the next one, for about 300,000 iterations
+# by default. When the machine is busy, a spinning thread holds a core that another thread of the same
+# loop needs, and a training step ran ten times slower. A short spin keeps the fast hand-off when the
+# machine is idle. Set before the first library loads libgomp, which reads it once; a user's value wins.
+os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 
 @functools.cache
