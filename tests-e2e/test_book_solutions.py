@@ -38,6 +38,12 @@ def test_every_solution_file_is_tested() -> None:
         "ch03_in_bounds",
         "ch04_mean",
         "ch04_op_histogram",
+        "ch05_strides",
+        "ch05_saxpy",
+        "ch06_executions",
+        "ch06_acc_scopes",
+        "ch07_roll",
+        "ch07_read_map",
     }
     assert {p.stem for p in SOLUTIONS.glob("*.py")} == tested
 
@@ -120,3 +126,108 @@ def test_ch04_op_histogram() -> None:
     text = "%0 = param i32 : 0\n%1 = mul %0, 2\n%2 = add %1, %0\n"
     assert op_histogram(text) == {"add": 1, "const": 1, "mul": 1, "param": 1}
     assert op_histogram(to_uir(stack(1.0, 1.0))) == {"const": 1, "stack": 1}
+
+
+def test_ch05_strides_and_offsets_match_numpy() -> None:
+    import numpy as np
+
+    from uopc.ir import simplify
+    from uopc.lower.rangeify import flat_index
+
+    mod = load("ch05_strides")
+    for shape in [(2, 3, 4), (5,), (1, 7, 1, 3), ()]:
+        a = np.zeros(shape, np.float32)
+        assert mod.strides(shape) == tuple(s // a.itemsize for s in a.strides)
+        for index in np.ndindex(*shape):
+            assert mod.offset(index, shape) == (np.ravel_multi_index(index, shape) if shape else 0)
+    ranges = [range_(s, n) for n, s in enumerate((2, 3, 4))]
+    for index in np.ndindex(2, 3, 4):
+        fixed = {r: UOp.const(int(v)) for r, v in zip(ranges, index, strict=True)}
+        assert simplify(substitute(flat_index(tuple(ranges), (2, 3, 4)), fixed)).arg == mod.offset(index, (2, 3, 4))
+    with pytest.raises(IndexError, match="outside"):
+        mod.offset((2, 0, 0), (2, 3, 4))
+
+
+def test_ch05_saxpy_computes_and_refuses_bad_arrays() -> None:
+    import numpy as np
+
+    from uopc.backend.c import ArgumentError
+
+    mod = load("ch05_saxpy")
+    x = np.arange(mod.N, dtype=np.float32)
+    y = np.ones(mod.N, dtype=np.float32)
+    mod.saxpy(3.0, x, y)
+    np.testing.assert_array_equal(y, 3 * np.arange(mod.N) + 1)
+    with pytest.raises(ArgumentError, match="dtype float64"):
+        mod.saxpy(3.0, x.astype(np.float64), y)
+    with pytest.raises(ArgumentError, match="elements"):
+        mod.saxpy(3.0, x[:-1], y)
+    frozen = np.zeros(mod.N, dtype=np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises(ArgumentError, match="read-only"):
+        mod.saxpy(3.0, x, frozen)
+
+
+def test_ch06_executions_count_hoisted_work() -> None:
+    from uopc.lower import linearize, rangeify
+
+    executions = load("ch06_executions").executions
+    x = UOp.buffer(0, 3).reshape((3, 1)).expand((3, 4))
+    program = linearize(rangeify([(UOp.buffer(2, 12), x * UOp.buffer(1, 12).reshape((3, 4)))]))
+    runs = executions(program)
+    by_slot = {u.src[0].arg.slot: runs[u] for u in program if u.op is Ops.LOAD}
+    assert by_slot == {0: 3, 1: 12}  # x[i] once per row, y[i, j] once per element
+    assert [runs[u] for u in program if u.op is Ops.STORE] == [12]
+    assert all(runs[u] == 1 for u in program if u.op is Ops.DEFINE_GLOBAL)
+
+
+def test_ch06_accumulator_scopes() -> None:
+    from uopc.lower import Opts, apply_opts, linearize, rangeify
+
+    scopes = load("ch06_acc_scopes").accumulator_scopes
+    a = UOp.buffer(0, 4 * 8).reshape((4, 1, 8)).expand((4, 6, 8))
+    b = UOp.buffer(1, 8 * 6).reshape((8, 6)).permute((1, 0)).reshape((1, 6, 8)).expand((4, 6, 8))
+    gemm = rangeify([(UOp.buffer(2, 24), (a * b).sum([2]).reshape((4, 6)))])
+    assert scopes(linearize(gemm)) == [["idx0", "idx1"]]
+    assert scopes(linearize(apply_opts(gemm, Opts(thread=1, upcast={0: 2})))) == [["tidx1", "idx0"]] * 2
+    x = UOp.buffer(0, 12).reshape((3, 4))
+    rows = rangeify([(UOp.buffer(1, 3), (x.sum([1]) + x.reduce(Ops.MAX, [1])).reshape((3,)))])
+    assert scopes(linearize(rows)) == [["idx0"], ["idx0"]]
+
+
+def test_ch07_roll_matches_numpy() -> None:
+    import numpy as np
+
+    from uopc.backend.c import CExecutable
+    from uopc.lower import Kernel, rangeify
+
+    roll = load("ch07_roll").roll
+    shifts = [-6, -1, 0, 1, 2, 4, 5, 13]
+    kernels = [
+        Kernel(f"roll_{n}", rangeify([(UOp.buffer(1, 5), roll(UOp.buffer(0, 5), s))])) for n, s in enumerate(shifts)
+    ]
+    exe = CExecutable(kernels, [])
+    x = np.arange(1, 6, dtype=np.float32)
+    for n, s in enumerate(shifts):
+        out = np.zeros(5, np.float32)
+        exe.run_kernel(n, [x, out])
+        np.testing.assert_array_equal(out, np.roll(x, s), err_msg=f"shift {s}")
+    assert all(u.op is not Ops.CONST or u.shape == () for u in roll(UOp.buffer(0, 5), 2).toposort())
+
+
+def test_ch07_read_map_matches_numpy() -> None:
+    import numpy as np
+
+    read_map = load("ch07_read_map").read_map
+    x, a = UOp.buffer(0, 24), np.arange(24)
+    cases = [
+        (x.reshape((6, 4)).permute((1, 0)), a.reshape(6, 4).T),
+        (x.reshape((4, 6)).permute((1, 0)).reshape((24,)), a.reshape(4, 6).T.reshape(24)),
+        (x.reshape((2, 3, 4)).shrink(((1, 2), (0, 3), (1, 3))), a.reshape(2, 3, 4)[1:2, :, 1:3]),
+        (x.reshape((4, 6)).flip([0, 1]), a.reshape(4, 6)[::-1, ::-1]),
+        (x.reshape((1, 24)).expand((2, 24)), np.broadcast_to(a.reshape(1, 24), (2, 24))),
+        (x.reshape((4, 6)).pad(((1, 0), (2, 1))), np.pad(a.reshape(4, 6), ((1, 0), (2, 1)), constant_values=-1)),
+        (x.pad(((0, 3),)).shrink(((25, 27),)), np.full(2, -1)),
+    ]
+    for view, want in cases:
+        assert read_map(view) == [None if v < 0 else int(v) for v in want.reshape(-1)]

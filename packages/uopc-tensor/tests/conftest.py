@@ -28,3 +28,11 @@ def kernel_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         mp.setenv("UOPC_CACHE", str(folder))
         yield folder
 
+
+@pytest.fixture(scope="session", autouse=True)
+def data_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """$UOPC_DATA for the session: a data set that a test fetches lands here, never in ~/.cache/uopc."""
+    folder = tmp_path_factory.mktemp("uopc-data")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("UOPC_DATA", str(folder))
+        yield folder

@@ -109,7 +109,7 @@ def compute_gradients(loss: UOp, targets: Sequence[UOp]) -> dict[UOp, UOp]:
     for u in order:  # sources come first, so one pass finds every node that depends on a target
         if u in wanted or any(s in on_path for s in u.src):
             on_path.add(u)
-    grads: dict[UOp, UOp] = {loss: _const(loss, 1.0)}
+    grads: dict[UOp, UOp] = {loss: _const(loss, 1.0).reshape(loss.shape)}  # a loss of shape (1,) is a scalar too
     for u in reversed(order):
         g = grads.get(u)
         if g is None or not u.src:

@@ -21,7 +21,7 @@ from uopc.ir import DType, Ops, UOp, dtypes, promote, round_to
 from uopc.ir.uop import prod
 from uopc.lower import get_backend
 from uopc.tensor.autodiff import compute_gradients
-from uopc.tensor.realize import BUFFERS, new_buffer, realize
+from uopc.tensor.realize import BUFFERS, COMPUTED, new_buffer, realize
 
 Scalar: TypeAlias = bool | int | float
 Operand: TypeAlias = "Tensor | Scalar"
@@ -63,6 +63,8 @@ def _axes(axis: AxisArg, ndim: int, op: str) -> tuple[int, ...]:
         if not -ndim <= a < max(ndim, 1):
             raise TensorError(f"{op}: axis {a} is out of range for a tensor with {ndim} dimensions")
         out.append(a % ndim if ndim else 0)
+    if len(set(out)) != len(out):
+        raise TensorError(f"{op}: axes {items} repeat an axis of a tensor with {ndim} dimensions")
     return tuple(out)
 
 
@@ -131,7 +133,7 @@ class Tensor:
 
     def _derive(self, uop: UOp, *sources: Tensor) -> Tensor:
         """A new tensor computed from `sources`; tracks gradients unless they are switched off."""
-        tracked = any(s.requires_grad for s in sources)
+        tracked = uop.scalar_dtype.is_float and any(s.requires_grad for s in sources)  # no gradient for ints, bools
         if tracked and not Tensor._grad_enabled:
             uop = UOp(Ops.DETACH, uop.dtype, (uop,))
         out = Tensor(uop, device=self.device)
@@ -141,19 +143,28 @@ class Tensor:
     # ---- realizing ----
     def realize(self, *others: Tensor) -> Tensor:
         """Compute this tensor (and `others`, in the same plan) now; returns self."""
-        todo = [t for t in (self, *others) if not is_realized(t.uop)]
+        todo = [t for t in (self, *others) if not is_realized(t.uop) and t.uop not in COMPUTED]
         for device in {t.device for t in todo}:
             group = [t for t in todo if t.device == device]
             for t, buf in zip(group, realize([t.uop for t in group], device), strict=True):
-                t.uop = buf if t.shape == buf.shape else buf.reshape(t.shape)
+                value = buf if t.shape == buf.shape else buf.reshape(t.shape)
+                if t.requires_grad:  # keep the graph, so that backward() still reaches the leaves through it
+                    COMPUTED[t.uop] = value
+                else:
+                    t.uop = value
         return self
 
     def numpy(self) -> np.ndarray[Any, Any]:
         """The value as a numpy array (a copy)."""
         self.realize()
         backend = get_backend(self.device)
-        base = self.uop if self.uop.op is Ops.BUFFER else self.uop.src[0]
+        value = COMPUTED.get(self.uop, self.uop)
+        base = value if value.op is Ops.BUFFER else value.src[0]
         return np.array(backend.to_numpy(BUFFERS[base]), copy=True).reshape(self.shape)
+
+    def _computed_values(self) -> np.ndarray[Any, Any] | None:
+        """The values, if they are in memory already (a batch of labels, say); None for a lazy graph."""
+        return self.numpy() if is_realized(self.uop) or self.uop in COMPUTED else None
 
     def item(self) -> Scalar:
         if self.numel() != 1:
@@ -222,11 +233,11 @@ class Tensor:
         return Tensor(c, **kw)
 
     @staticmethod
-    def zeros(*shape: int, dtype: DType = dtypes.float32, **kw: Any) -> Tensor:
+    def zeros(*shape: int | Sequence[int], dtype: DType = dtypes.float32, **kw: Any) -> Tensor:
         return Tensor.full(_shape_args(shape), 0.0 if dtype.is_float else 0, dtype, **kw)
 
     @staticmethod
-    def ones(*shape: int, dtype: DType = dtypes.float32, **kw: Any) -> Tensor:
+    def ones(*shape: int | Sequence[int], dtype: DType = dtypes.float32, **kw: Any) -> Tensor:
         return Tensor.full(_shape_args(shape), 1.0 if dtype.is_float else 1, dtype, **kw)
 
     @staticmethod
@@ -243,18 +254,22 @@ class Tensor:
         return Tensor(np.eye(n, m, dtype=dtype.np_name), dtype=dtype, **kw)
 
     @staticmethod
-    def rand(*shape: int, dtype: DType = dtypes.float32, **kw: Any) -> Tensor:
+    def rand(*shape: int | Sequence[int], dtype: DType = dtypes.float32, **kw: Any) -> Tensor:
         """Uniform in [0, 1)."""
         return Tensor(Tensor._rng.random(_shape_args(shape)).astype(dtype.np_name), dtype=dtype, **kw)
 
     @staticmethod
-    def randn(*shape: int, dtype: DType = dtypes.float32, **kw: Any) -> Tensor:
+    def randn(*shape: int | Sequence[int], dtype: DType = dtypes.float32, **kw: Any) -> Tensor:
         """Standard normal."""
         return Tensor(Tensor._rng.standard_normal(_shape_args(shape)).astype(dtype.np_name), dtype=dtype, **kw)
 
     @staticmethod
     def uniform(
-        *shape: int, low: builtins.float = 0.0, high: builtins.float = 1.0, dtype: DType = dtypes.float32, **kw: Any
+        *shape: int | Sequence[int],
+        low: builtins.float = 0.0,
+        high: builtins.float = 1.0,
+        dtype: DType = dtypes.float32,
+        **kw: Any,
     ) -> Tensor:
         data = Tensor._rng.uniform(low, high, _shape_args(shape)).astype(dtype.np_name)
         return Tensor(data, dtype=dtype, **kw)
@@ -328,12 +343,24 @@ class Tensor:
         return self._binary(Ops.MOD, x, "mod (integers only)")
 
     def __pow__(self, x: Operand) -> Tensor:
-        if isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= 4:
-            out = Tensor.ones_like(self) if x == 0 else self
-            for _ in range(x - 1):
-                out = out * self
-            return out
+        """A whole exponent >= 0 multiplies (by squaring), so an integer tensor stays an integer tensor;
+        any other exponent uses POW on floats."""
+        if isinstance(x, int) and not isinstance(x, bool) and x >= 0:
+            return self._power_by_squaring(x)
+        if isinstance(x, int) and not isinstance(x, bool) and not self.dtype.is_float:
+            raise TensorError(f"pow: an integer tensor ({self.dtype.name}) to the negative power {x}; cast to float")
         return self._float_pair(x)._binary(Ops.POW, x, "pow")
+
+    def _power_by_squaring(self, k: int) -> Tensor:
+        base = self.cast(dtypes.int32) if self.dtype.is_bool else self
+        result: Tensor | None = None
+        while k:
+            if k & 1:
+                result = base if result is None else result * base
+            k >>= 1
+            if k:
+                base = base * base
+        return Tensor.ones_like(base) if result is None else result
 
     def __rpow__(self, x: Operand) -> Tensor:
         return self._float_pair(x)._binary(Ops.POW, x, "pow", reverse=True)
@@ -475,7 +502,7 @@ class Tensor:
             return self.flatten().argmax(0)
         a = _axes(axis, self.ndim, "argmax")[0]
         n = self.shape[a]
-        is_max = self == self.max(a, keepdim=True)
+        is_max = (self == self.max(a, keepdim=True)) | (self != self)  # a NaN is the max, as in numpy
         countdown = Tensor.arange(n, 0, -1, dtype=dtypes.int32, device=self.device).reshape(
             tuple(n if i == a else 1 for i in range(self.ndim))
         )
@@ -502,6 +529,12 @@ class Tensor:
         """A new last axis of length num_classes, 1 at each label and 0 elsewhere (int32)."""
         if not self.dtype.is_int:
             raise TensorError(f"one_hot needs integer labels, got {self.dtype.name}")
+        known = self._computed_values()
+        if known is not None and (known.min() < 0 or known.max() >= num_classes):
+            raise TensorError(
+                f"one_hot({num_classes}): indices must lie in [0, {num_classes}), "
+                f"got values from {known.min()} to {known.max()}"
+            )
         classes = Tensor.arange(num_classes, device=self.device)
         return (self.unsqueeze(-1) == classes).cast(dtypes.int32)
 
@@ -544,7 +577,7 @@ class Tensor:
 
     def transpose(self, dim0: int = -2, dim1: int = -1) -> Tensor:
         order = list(range(self.ndim))
-        a, b = _axes((dim0, dim1), self.ndim, "transpose")
+        (a,), (b,) = _axes(dim0, self.ndim, "transpose"), _axes(dim1, self.ndim, "transpose")
         order[a], order[b] = order[b], order[a]
         return self.permute(order)
 
@@ -608,7 +641,9 @@ class Tensor:
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
         if not self.shape:
             return self.reshape(1)
-        s, e = _axes((start_dim, end_dim), self.ndim, "flatten")
+        (s,), (e,) = _axes(start_dim, self.ndim, "flatten"), _axes(end_dim, self.ndim, "flatten")
+        if s > e:
+            raise TensorError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} in {self.shape}")
         return self.reshape((*self.shape[:s], prod(self.shape[s : e + 1]), *self.shape[e + 1 :]))
 
     def __getitem__(self, index: Any) -> Tensor:
@@ -631,7 +666,7 @@ class Tensor:
         for t in tensors:
             widths = [(before, total - before - t.shape[d]) if i == d else (0, 0) for i in range(t.ndim)]
             piece = t.pad(widths)
-            out = piece if out is None else out + piece
+            out = piece if out is None else out | piece if piece.dtype.is_bool else out + piece  # bools have no +
             before += t.shape[d]
         assert out is not None
         return out
@@ -639,6 +674,8 @@ class Tensor:
     @staticmethod
     def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         """Join equal-shaped tensors along a new axis `dim`."""
+        if any(t.shape != tensors[0].shape for t in tensors):
+            raise TensorError(f"stack: tensors must all have one shape, got {[t.shape for t in tensors]}")
         return Tensor.cat(*(t.unsqueeze(dim) for t in tensors), dim=dim)
 
     # ---- matrix products ----
@@ -731,7 +768,8 @@ def _getitem(t: Tensor, index: Any) -> Tensor:
             new_shape.append(1)
             continue
         size = t.shape[axis]
-        if isinstance(item, int) and not isinstance(item, bool):
+        if isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_)):
+            item = int(item)
             if not -size <= item < size:
                 raise TensorError(f"index {item} is out of range for axis {axis} of size {size}")
             out = _take_range(out, axis, item % size, item % size + 1, 1)
