@@ -397,6 +397,12 @@ class Tensor:
     def __xor__(self, x: Operand) -> Tensor:
         return self._binary(Ops.XOR, x, "xor")
 
+    def isnan(self) -> Tensor:
+        """True where the value is NaN, the one value not equal to itself."""
+        return (
+            self._binary(Ops.CMPNE, self, "isnan") if self.dtype.is_float else Tensor.zeros_like(self).cast(dtypes.bool)
+        )
+
     def logical_not(self) -> Tensor:
         return self.cast(dtypes.bool)._binary(Ops.CMPNE, True, "logical_not")
 
@@ -502,7 +508,7 @@ class Tensor:
             return self.flatten().argmax(0)
         a = _axes(axis, self.ndim, "argmax")[0]
         n = self.shape[a]
-        is_max = (self == self.max(a, keepdim=True)) | (self != self)  # a NaN is the max, as in numpy
+        is_max = (self == self.max(a, keepdim=True)) | self.isnan()  # a NaN is the max, as in numpy
         countdown = Tensor.arange(n, 0, -1, dtype=dtypes.int32, device=self.device).reshape(
             tuple(n if i == a else 1 for i in range(self.ndim))
         )
@@ -769,10 +775,10 @@ def _getitem(t: Tensor, index: Any) -> Tensor:
             continue
         size = t.shape[axis]
         if isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_)):
-            item = int(item)
-            if not -size <= item < size:
-                raise TensorError(f"index {item} is out of range for axis {axis} of size {size}")
-            out = _take_range(out, axis, item % size, item % size + 1, 1)
+            i = int(item)
+            if not -size <= i < size:
+                raise TensorError(f"index {i} is out of range for axis {axis} of size {size}")
+            out = _take_range(out, axis, i % size, i % size + 1, 1)
         elif isinstance(item, slice):
             out = _take_range(out, axis, *item.indices(size))
             new_shape.append(out.shape[axis])
