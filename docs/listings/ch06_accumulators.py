@@ -1,8 +1,7 @@
 """Chapter 6: expand_reduces turns a REDUCE into an accumulator: DEFINE_ACC, ACCUMULATE, and the END read after."""
 
-from uopc.backend.c import render_c
 from uopc.ir import Ops, UOp, to_uir
-from uopc.lower import Kernel, expand_reduces, rangeify
+from uopc.lower import expand_reduces, rangeify
 
 # --8<-- [start:before]
 x = UOp.buffer(0, 12).reshape((3, 4))
@@ -13,7 +12,3 @@ print()
 # --8<-- [start:after]
 print(to_uir(expand_reduces(kernel)), end="")
 # --8<-- [end:after]
-print()
-# --8<-- [start:c]
-print(render_c(Kernel("rowmax", kernel)), end="")
-# --8<-- [end:c]

@@ -17,9 +17,7 @@ def gemm_graph(m: int, k: int, n: int) -> UOp:
 # --8<-- [start:threaded]
 kernel = apply_opts(rangeify([(UOp.buffer(2, 64 * 64), gemm_graph(64, 64, 64))]), Opts(thread=0))
 source = render_c(Kernel("gemm", kernel))
-print(source, end="")
 # --8<-- [end:threaded]
-print()
 # --8<-- [start:mutant]
 # The bug to avoid, made by hand: declare acc0 once, at the top of the function, and only reset it in the loop.
 lines = source.splitlines()

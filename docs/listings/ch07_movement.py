@@ -37,5 +37,5 @@ for text, view in views.items():
     kernel = rangeify([(UOp.buffer(1, view.size), view)])
     (load,) = [u for u in toposort(kernel) if u.op is Ops.LOAD]
     gate = f"   if {infix(load.src[2])}" if len(load.src) == 3 else ""
-    print(f"{text:<27} {str(view.shape):<7} reads {infix(load.src[1])}{gate}")
+    print(f"{text:<27} {view.shape!s:<7} reads {infix(load.src[1])}{gate}")
 # --8<-- [end:movement]

@@ -46,6 +46,7 @@ def kernel_params(kernel: UOp) -> tuple[Param, ...]:
 # --8<-- [end:params]
 
 
+# --8<-- [start:kernel]
 @dataclass(frozen=True)
 class Kernel:
     """A kernel ready for a backend: its name, its graph, its parameters and its linearized program."""
@@ -78,6 +79,9 @@ class Kernel:
     def written(self) -> frozenset[int]:
         """The slots this kernel stores into."""
         return frozenset(u.src[0].arg.slot for u in self.ast.toposort() if u.op is Ops.STORE)
+
+
+# --8<-- [end:kernel]
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable
+from typing import Any
 
 from uopc.ir import DType, Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite, round_to, toposort
 
@@ -22,6 +23,7 @@ ROOT = None  # the block outside every loop
 Block = UOp | None
 
 
+# --8<-- [start:loop-ranges]
 def loop_ranges(nodes: Iterable[UOp]) -> dict[UOp, frozenset[UOp]]:
     """For each node (sources first), the ranges whose loops must be open where it is computed."""
     ranges: dict[UOp, frozenset[UOp]] = {}
@@ -35,6 +37,9 @@ def loop_ranges(nodes: Iterable[UOp]) -> dict[UOp, frozenset[UOp]]:
     return ranges
 
 
+# --8<-- [end:loop-ranges]
+
+
 # --8<-- [start:expand-reduces]
 def reduce_identity(op: Ops, dtype: DType) -> UOp:
     """The value an accumulator starts from: 0 for a sum, -inf (or the smallest integer) for a max."""
@@ -42,9 +47,26 @@ def reduce_identity(op: Ops, dtype: DType) -> UOp:
     return UOp.const(round_to(dtype, value), dtype)
 
 
-def _accumulate(r: UOp, ctx: dict[str, int]) -> UOp:
+def shared_scopes(kernel: UOp) -> dict[UOp, frozenset[UOp]]:
+    """For each reduce range, the loops around it: those the values of all REDUCEs over it depend on.
+
+    REDUCEs can share a reduce loop (the copies an upcast makes) yet depend on different loops (a copy
+    that reads only padding depends on none). The loop has one place, inside all of them, so every
+    accumulator updated in it is declared there too, and starts again on each iteration around it."""
+    nodes = toposort(kernel)
+    ranges = loop_ranges(nodes)
+    scopes: dict[UOp, frozenset[UOp]] = {}
+    for r in (u for u in nodes if u.op is Ops.REDUCE):
+        outer = ranges[r.src[0]] - set(r.src[1:])
+        for x in r.src[1:]:
+            scopes[x] = scopes.get(x, frozenset()) | outer
+    return scopes
+
+
+def _accumulate(r: UOp, ctx: dict[str, Any]) -> UOp:
     value, reduce_ranges = r.src[0], r.src[1:]
-    scope = sorted(loop_ranges(toposort(value))[value] - set(reduce_ranges), key=lambda x: x.arg.axis)
+    outer = loop_ranges(toposort(value))[value].union(*(ctx["scopes"].get(x, ()) for x in reduce_ranges))
+    scope = sorted(outer - set(reduce_ranges), key=lambda x: x.arg.axis)
     acc = UOp(Ops.DEFINE_ACC, r.dtype, (reduce_identity(r.arg, r.scalar_dtype), *scope), ctx["accs"])
     ctx["accs"] += 1
     return UOp(Ops.ACCUMULATE, r.dtype, (acc, value, *reduce_ranges), r.arg).end(*reduce_ranges)
@@ -57,12 +79,13 @@ def expand_reduces(kernel: UOp) -> UOp:
     """Each REDUCE becomes an accumulator: declared where its result is used, updated inside its loops,
     and read (the END) after they close. The declaration depends on every enclosing range, so it sits
     inside those loops: each output element, and each thread, gets its own accumulator."""
-    return graph_rewrite(kernel, _reduces_to_accumulators, ctx={"accs": 0})
+    return graph_rewrite(kernel, _reduces_to_accumulators, ctx={"accs": 0, "scopes": shared_scopes(kernel)})
 
 
 # --8<-- [end:expand-reduces]
 
 
+# --8<-- [start:loop-tree]
 class LoopTree:
     """Which loop each loop is nested in, built from the END nodes that close them."""
 
@@ -110,6 +133,8 @@ class LoopTree:
             )
         return deepest
 
+    # --8<-- [end:loop-tree]
+
     def child_toward(self, b: Block, inner: Block) -> Block:
         """The loop directly inside b that contains block `inner` (or inner itself if it is b)."""
         while inner is not b:
@@ -156,6 +181,7 @@ def linearize(kernel: UOp) -> list[UOp]:
 # --8<-- [end:linearize]
 
 
+# --8<-- [start:schedule]
 def _item(tree: LoopTree, block: dict[UOp, Block], u: UOp, b: Block) -> UOp:
     """What stands for `u` in block b: u itself, or the loop of b that u is inside."""
     if block[u] is b:
@@ -194,6 +220,10 @@ def _schedule(
     return out
 
 
+# --8<-- [end:schedule]
+
+
+# --8<-- [start:emit]
 def _emit(items: dict[Block, set[UOp]], after: dict[UOp, set[UOp]], order: dict[UOp, int], tree: LoopTree) -> list[UOp]:
     """Walk the blocks depth-first without recursion: a loop's contents go between its RANGE and ENDRANGE."""
     program: list[UOp] = []
@@ -208,3 +238,6 @@ def _emit(items: dict[Block, set[UOp]], after: dict[UOp, set[UOp]], order: dict[
             work.append(UOp(Ops.ENDRANGE, dtypes.void, (u,)))
             work += reversed(_schedule(u, items.get(u, set()), after, order, tree))
     return program
+
+
+# --8<-- [end:emit]

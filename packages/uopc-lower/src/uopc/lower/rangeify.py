@@ -37,6 +37,7 @@ class LowerError(UOpError):
     """A shaped graph rangeify cannot lower: an op with no meaning in a kernel, or outputs that disagree."""
 
 
+# --8<-- [start:flat-index]
 def flat_index(idx: Index, shape: Sequence[int]) -> UOp:
     """The row-major offset of element `idx` of an array of `shape`."""
     flat = UOp.const(0, dtypes.index)
@@ -53,6 +54,9 @@ def unflat_index(flat: UOp, shape: Sequence[int]) -> Index:
         stride //= s
         out.append(simplify((flat // stride) % s) if s > 1 else UOp.const(0, dtypes.index))
     return tuple(out)
+
+
+# --8<-- [end:flat-index]
 
 
 # --8<-- [start:movement-index]
@@ -95,6 +99,7 @@ class Rangeify:
             self.children[job] = self._sources(*job)
         return self.children[job]
 
+    # --8<-- [start:rangeify-sources]
     def _sources(self, u: UOp, idx: Index, valid: UOp) -> list[Job]:
         if _never(valid):  # only padding reads this element, and padding is 0: nothing below is needed
             return []
@@ -112,12 +117,15 @@ class Rangeify:
             return []
         raise LowerError(f"{u.op.name}: cannot be lowered into a kernel (dtype {u.dtype.name}, shape {u.shape})")
 
+    # --8<-- [end:rangeify-sources]
+
     def new_range(self, size: int) -> UOp:
         if size == 1:
             return UOp.const(0, dtypes.index)
         self.next_axis += 1
         return range_(size, self.next_axis - 1, AxisType.REDUCE)
 
+    # --8<-- [start:rangeify-build]
     def build(self, job: Job, srcs: list[UOp]) -> UOp:
         """The scalar value of element `idx` of `u`, given the values of its sources."""
         u, idx, valid = job
@@ -139,6 +147,8 @@ class Rangeify:
         if u.op is Ops.STACK:
             return _select(idx[0], srcs)
         return UOp(u.op, u.dtype, srcs)
+
+    # --8<-- [end:rangeify-build]
 
     # --8<-- [start:lower-value]
     def lower(self, root: UOp, idx: Index) -> UOp:

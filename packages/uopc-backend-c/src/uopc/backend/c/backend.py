@@ -15,6 +15,7 @@ from uopc.ir import DType
 from uopc.lower import Kernel, Step
 
 
+# --8<-- [start:batch-source]
 def batch_source(kernels: Sequence[Kernel], steps: Sequence[Step]) -> str:
     """One C file: every kernel, each helper once, and `uopc_plan`, which calls the kernels in plan order."""
     names = [k.name for k in kernels]
@@ -31,6 +32,10 @@ def batch_source(kernels: Sequence[Kernel], steps: Sequence[Step]) -> str:
     return "\n\n".join([C_PRELUDE, *helpers.values(), *functions, plan]) + "\n"
 
 
+# --8<-- [end:batch-source]
+
+
+# --8<-- [start:plan-buffers]
 def plan_buffers(kernels: Sequence[Kernel], steps: Sequence[Step]) -> dict[int, CParam]:
     """What each plan buffer the steps use must be: the dtype its kernels agree on, the largest size they use.
 
@@ -49,6 +54,9 @@ def plan_buffers(kernels: Sequence[Kernel], steps: Sequence[Step]) -> dict[int, 
             if p.slot in k.written:
                 written.add(b)
     return {b: CParam(f"buffer {b}", dtype[b], size[b], const=b not in written) for b in sorted(dtype)}
+
+
+# --8<-- [end:plan-buffers]
 
 
 class CExecutable:
@@ -78,7 +86,7 @@ class CExecutable:
         if len(buffers) < n:
             raise ArgumentError(f"uopc_plan takes {n} buffers, got {len(buffers)}")
         check_arrays("uopc_plan", list(self.buffers.values()), [buffers[b] for b in self.buffers])
-        self.plan(self._pointers(*(b.ctypes.data for b in buffers[:n])))
+        self.plan(self._pointers(*(buffers[b].ctypes.data if b in self.buffers else None for b in range(n))))
 
     def run_kernel(self, index: int, buffers: Sequence[Any]) -> None:
         check_arrays(self.kernels[index].name, self.params[index], buffers)

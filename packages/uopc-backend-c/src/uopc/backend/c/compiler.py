@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+# --8<-- [start:default-cflags]
 # -O3 and the host's instruction set; OpenMP for threaded loops; and the fast-math subset that lets gcc
 # reassociate and fuse float arithmetic (vectorized sums) while keeping inf and nan meaningful:
 # no -ffinite-math-only. -fwrapv makes signed overflow wrap, as the IR's constant folding assumes.
@@ -26,8 +27,10 @@ DEFAULT_CFLAGS = (
     "-O3 -march=native -fopenmp -fno-math-errno -ffp-contract=fast -fassociative-math "
     "-fno-signed-zeros -fno-trapping-math -fwrapv"
 )
+# --8<-- [end:default-cflags]
 
 
+# --8<-- [start:compile-error]
 class CompileError(RuntimeError):
     """The compiler rejected a source; carries its message and the source with line numbers."""
 
@@ -37,6 +40,10 @@ class CompileError(RuntimeError):
         self.compiler_message, self.source = message, source
 
 
+# --8<-- [end:compile-error]
+
+
+# --8<-- [start:cache-key]
 def compiler() -> str:
     return os.environ.get("CC", "gcc")
 
@@ -59,9 +66,21 @@ def compiler_identity(cc: str) -> str:
     return f"{os.path.realpath(path)}\n{version.splitlines()[0] if version else ''}"
 
 
+@functools.cache
+def native_target(cc: str, flags: str) -> str:
+    """What -march=native means on this machine: a cache shared with another CPU must not reuse its builds."""
+    if "-march=native" not in flags:
+        return ""
+    done = subprocess.run([cc, "-march=native", "-Q", "--help=target"], capture_output=True, text=True, check=False)
+    return "\n".join(line.strip() for line in done.stdout.splitlines() if line.strip().startswith(("-march=", "-mtune=")))
+
+
 def cache_key(source: str, cc: str, flags: str) -> str:
-    text = "\0".join([source, compiler_identity(cc), flags])
+    text = "\0".join([source, compiler_identity(cc), flags, native_target(cc, flags)])
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+# --8<-- [end:cache-key]
 
 
 def _digest(path: Path) -> str:

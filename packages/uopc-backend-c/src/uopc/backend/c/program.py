@@ -79,6 +79,17 @@ def check_arrays(fn: str, params: Sequence[CParam], arrays: Sequence[Any]) -> No
             problem = "read-only, but the kernel writes it"
         if problem:
             raise ArgumentError(f"{fn}: {p.name} is {problem}")
+    _check_no_overlap(fn, params, arrays)
+
+
+def _check_no_overlap(fn: str, params: Sequence[CParam], arrays: Sequence[Any]) -> None:
+    """Parameters are declared restrict: an array a kernel writes must share no memory with another one."""
+    for i, (p, a) in enumerate(zip(params, arrays, strict=True)):
+        if p.const:
+            continue
+        for q, b in zip(params[:i] + params[i + 1 :], [*arrays[:i], *arrays[i + 1 :]], strict=True):
+            if np.may_share_memory(a, b):
+                raise ArgumentError(f"{fn}: {p.name} shares memory with {q.name}, but the kernel writes {p.name}")
 
 
 # --8<-- [end:check-arrays]

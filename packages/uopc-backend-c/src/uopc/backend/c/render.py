@@ -28,7 +28,8 @@ def c_literal(value: bool | int | float, dtype: DType) -> str:
         text = "NAN" if math.isnan(v) else ("INFINITY" if v > 0 else "(-INFINITY)") if math.isinf(v) else repr(v)
         if not math.isfinite(v):
             return text if dtype is dtypes.float32 else f"(({dtype.c_name}){text})"
-        return {dtypes.float32: f"{text}f", dtypes.float64: text}.get(dtype, f"(({dtype.c_name}){text}f)")
+        literal = {dtypes.float32: f"{text}f", dtypes.float64: text}.get(dtype, f"(({dtype.c_name}){text}f)")
+        return f"({literal})" if literal.startswith("-") else literal  # `x - -1.5f` must not read as `x--1.5f`
     suffix = {dtypes.int64: "LL", dtypes.uint32: "u", dtypes.uint64: "ull"}.get(dtype, "")
     if value == dtype.min and dtype.kind == "int":  # -2147483648 is the negation of a too-large literal in C
         return f"({value + 1}{suffix}-1)"
@@ -120,10 +121,17 @@ def c_type(dt: DType) -> str:
     return dt.c_name
 
 
+# --8<-- [start:param-decl]
 def param_decl(p: Param, written: bool) -> str:
     """`float data0[restrict static 6]`: the size in the signature documents it and lets Program check it."""
     const = "" if written else "const "
     return f"{const}{c_type(p.dtype)} {p.name}[restrict static {p.size}]"
+
+
+# --8<-- [end:param-decl]
+
+
+_WIDENED = (Ops.NEG, Ops.ADD, Ops.SUB, Ops.MUL)  # the ops whose result can leave a narrow integer type's range
 
 
 class _CWriter:
@@ -156,10 +164,14 @@ class _CWriter:
     def line(self, text: str) -> None:
         self.lines.append("  " * self.depth + text)
 
+    # --8<-- [start:c-inline]
     def inlined(self, u: UOp) -> bool:
         users = self.users.get(u, [])
         return len(users) == 1 and self.block[users[0]] is self.block[u]
 
+    # --8<-- [end:c-inline]
+
+    # --8<-- [start:c-alu]
     def alu(self, u: UOp) -> str:
         operands = [self.expr[s] for s in u.src]
         dt = u.src[-1].scalar_dtype
@@ -170,8 +182,15 @@ class _CWriter:
         if u.op in (Ops.IDIV, Ops.MOD, Ops.MAX, Ops.MIN):
             kind = {Ops.IDIV: "floordiv", Ops.MOD: "floormod", Ops.MAX: "max", Ops.MIN: "min"}[u.op]
             self.helpers[f"{kind}_{dt.short}"] = c_helper(kind, dt)
+        if u.op in _WIDENED and dt.is_int and dt.itemsize < 4:
+            # C computes 8- and 16-bit integers in int: the cast wraps the result at the type's width, as the
+            # IR does, also where the expression is inlined into a comparison or a division
+            return f"(({c_type(dt)}){C_OPS[u.op](operands, dt)})"
         return C_OPS[u.op](operands, dt)
 
+    # --8<-- [end:c-alu]
+
+    # --8<-- [start:c-value]
     def value(self, u: UOp, text: str, prefix: str) -> None:
         """Name `text` as a variable, or keep it as an inline expression."""
         if prefix == "alu" and self.inlined(u):
@@ -181,6 +200,9 @@ class _CWriter:
         self.line(f"{c_type(u.scalar_dtype)} {name} = {text};")
         self.expr[u] = name
 
+    # --8<-- [end:c-value]
+
+    # --8<-- [start:c-statement]
     def statement(self, u: UOp) -> None:
         if u.op is Ops.CONST:
             self.expr[u] = c_literal(u.arg, u.scalar_dtype)
@@ -223,6 +245,8 @@ class _CWriter:
         self.line(f"for (int {name} = 0; {name} < {self.expr[r.src[0]]}; {name}++) {{")
         self.expr[r] = name
         self.depth += 1
+
+    # --8<-- [end:c-statement]
 
 
 # --8<-- [start:render-c]
