@@ -190,6 +190,7 @@ OPTIMIZERS: dict[str, MakeOpt] = {
 }
 
 
+# --8<-- [start:plan-count]
 @pytest.mark.parametrize("name", list(OPTIMIZERS))
 def test_steps_after_the_first_build_no_plan(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     Tensor.manual_seed(0)
@@ -213,6 +214,9 @@ def test_steps_after_the_first_build_no_plan(name: str, monkeypatch: pytest.Monk
     assert PLANS.made == made, "a step after the first built a new plan"
     assert builds == [], "a step after the first compiled a kernel"
     assert all(np.isfinite(losses)) and len(set(losses)) == len(losses)  # the steps really ran, on new data
+
+
+# --8<-- [end:plan-count]
 
 
 # ---- details and errors ----

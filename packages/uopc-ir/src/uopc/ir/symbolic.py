@@ -328,8 +328,8 @@ def _merge_divmod_pairs(terms: dict[UOp, int]) -> tuple[dict[UOp, int], int] | N
     for t in terms:
         if t.op is Ops.MOD and t.src[1].op is Ops.CONST and t in merged:
             x, c, k = t.src[0], t.src[1], merged[t]
-            div = UOp(Ops.IDIV, x.dtype, (x, c))
-            if merged.get(div) == k * c.arg:
+            div = next((d for d in _quotients(x, c) if merged.get(d) == k * c.arg), None)
+            if div is not None:
                 del merged[t], merged[div]
                 inner, inner_const = linear_terms(x)
                 for it, ik in inner.items():
@@ -337,6 +337,16 @@ def _merge_divmod_pairs(terms: dict[UOp, int]) -> tuple[dict[UOp, int], int] | N
                 added += inner_const * k
                 changed = True
     return ({t: k for t, k in merged.items() if k != 0}, added) if changed else None
+
+
+def _quotients(x: UOp, c: UOp) -> list[UOp]:
+    """The forms x // c takes after simplification: itself, or z // (a*c) when x is z // a."""
+    forms = [UOp(Ops.IDIV, x.dtype, (x, c))]
+    if x.op is Ops.IDIV and x.src[1].op is Ops.CONST and x.src[1].arg > 0 and c.arg > 0:
+        ac = x.src[1].arg * c.arg
+        if ac <= x.scalar_dtype.max:
+            forms.append(UOp(Ops.IDIV, x.dtype, (x.src[0], x.const_like(ac))))
+    return forms
 
 
 def canonical_sum(x: UOp) -> UOp | None:

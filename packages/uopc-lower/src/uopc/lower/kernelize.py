@@ -103,6 +103,8 @@ def _shared_reduces(chosen: set[UOp], buffers: set[UOp]) -> set[UOp]:
             if u.op is Ops.REDUCE_AXIS and u not in boundaries:
                 count[u] = count.get(u, 0) + 1
     return {u for u, n in count.items() if n > 1}
+
+
 # --8<-- [end:materialize]
 
 
@@ -123,6 +125,7 @@ class _Group:
     elementwise: bool
 
 
+# --8<-- [start:group-outputs]
 def group_outputs(order: list[UOp], boundaries: set[UOp]) -> list[_Group]:
     """Kernels as groups of materialized nodes, in a valid execution order.
 
@@ -157,6 +160,9 @@ def group_outputs(order: list[UOp], boundaries: set[UOp]) -> list[_Group]:
 def _may_join(i: int, deps: list[UOp], group_of: dict[UOp, int], needs: dict[UOp, set[int]]) -> bool:
     """A node may join group i if none of its inputs comes from a later group, or waits on group i."""
     return all(group_of[d] == i or (group_of[d] < i and i not in needs[d]) for d in deps)
+
+
+# --8<-- [end:group-outputs]
 
 
 def _kernel_name(shape: tuple[int, ...], reduces: bool, taken: set[str]) -> str:
@@ -203,6 +209,7 @@ def make_plan(graph: UOp, opt: bool = True) -> Plan:
 # --8<-- [end:make-plan]
 
 
+# --8<-- [start:lower-group]
 def _lower_group(group: _Group, boundaries: set[UOp], where: dict[UOp, int], opt: bool) -> tuple[UOp, tuple[int, ...]]:
     """The kernel graph for one group, with its parameters numbered 0.. and the plan buffer of each."""
     members = set(group.members)
@@ -237,6 +244,9 @@ def _lower_group(group: _Group, boundaries: set[UOp], where: dict[UOp, int], opt
     )
     by_slot = {b.arg.slot: plan_buffer for plan_buffer, b in local.items()}
     return kernel, tuple(by_slot[old] for old in sorted(used))
+
+
+# --8<-- [end:lower-group]
 
 
 # --8<-- [start:plan-cache]

@@ -137,8 +137,14 @@ def choose_opts(kernel: UOp) -> Opts:
 
 
 # --8<-- [start:apply-opts]
+MAX_UPCAST = 64  # values per register tile: gcc needed minutes for a 16x16 tile, and it spilled registers
+
+
 def apply_opts(kernel: UOp, opts: Opts) -> UOp:
     """Unroll, then upcast, then thread; each step keeps the kernel's meaning."""
+    tile = prod(opts.upcast.values())
+    if tile > MAX_UPCAST:
+        raise LowerError(f"opt: upcast {opts.upcast} makes a tile of {tile} values; at most {MAX_UPCAST} are allowed")
     for axis, n in sorted(opts.unroll.items()):
         kernel = unroll(kernel, axis, n)
     for axis, n in sorted(opts.upcast.items()):

@@ -17,6 +17,7 @@ def _const(like: UOp, value: float) -> UOp:
     return UOp.const(round_to(like.scalar_dtype, value), like.scalar_dtype)
 
 
+# --8<-- [start:special-rules]
 def _unexpand(g: UOp, src: UOp) -> UOp:
     """The gradient of an EXPAND: sum over the axes that were expanded."""
     axes = [i for i, (s, n) in enumerate(zip(src.shape, g.shape, strict=True)) if s == 1 and n != 1]
@@ -57,6 +58,9 @@ def _pow_grad(u: UOp, g: UOp) -> tuple[UOp | None, ...]:
     return (g * b * (a ** (b - _const(b, 1.0))), g * u * a.log())
 
 
+# --8<-- [end:special-rules]
+
+
 # --8<-- [start:grad-rules]
 GradRule = Callable[[UOp, UOp], tuple[UOp | None, ...]]
 
@@ -89,6 +93,7 @@ GRADIENT_RULES: dict[Ops, GradRule] = {
 # --8<-- [end:grad-rules]
 
 
+# --8<-- [start:fit]
 def _differentiable(u: UOp) -> bool:
     return u.scalar_dtype.is_float
 
@@ -98,6 +103,9 @@ def _fit(g: UOp, src: UOp) -> UOp:
     if g.shape == src.shape:
         return g
     return g.sum(range(len(g.shape))).reshape(src.shape)
+
+
+# --8<-- [end:fit]
 
 
 # --8<-- [start:compute-gradients]

@@ -40,6 +40,7 @@ def _python_dtype(value: Scalar) -> DType:
     return dtypes.bool if isinstance(value, bool) else dtypes.int32 if isinstance(value, int) else dtypes.float32
 
 
+# --8<-- [start:broadcast-shape]
 def broadcast_shape(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
     """numpy's broadcasting: align shapes on the right; each axis must match or be 1."""
     ndim = max(len(s) for s in shapes)
@@ -51,6 +52,9 @@ def broadcast_shape(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
             raise TensorError(f"{op}: shapes {' and '.join(str(s) for s in shapes)} do not broadcast")
         out.append(big.pop() if big else 1)
     return tuple(out)
+
+
+# --8<-- [end:broadcast-shape]
 
 
 def _axes(axis: AxisArg, ndim: int, op: str) -> tuple[int, ...]:
@@ -68,6 +72,7 @@ def _axes(axis: AxisArg, ndim: int, op: str) -> tuple[int, ...]:
     return tuple(out)
 
 
+# --8<-- [start:tensor-init]
 class Tensor:
     """A lazy n-dimensional array. Build one from a numpy array, a nested list or a Python scalar."""
 
@@ -92,6 +97,8 @@ class Tensor:
         self.requires_grad = False
         if requires_grad:
             self.requires_grad_()
+
+    # --8<-- [end:tensor-init]
 
     # ---- basics ----
     @property
@@ -120,6 +127,7 @@ class Tensor:
 
     __hash__ = object.__hash__
 
+    # --8<-- [start:derive]
     def requires_grad_(self, value: bool = True) -> Tensor:
         """Mark this tensor as a leaf whose gradient `backward()` computes (it is realized first)."""
         if value and not self.dtype.is_float:
@@ -140,6 +148,9 @@ class Tensor:
         out.requires_grad = tracked and Tensor._grad_enabled
         return out
 
+    # --8<-- [end:derive]
+
+    # --8<-- [start:tensor-realize]
     # ---- realizing ----
     def realize(self, *others: Tensor) -> Tensor:
         """Compute this tensor (and `others`, in the same plan) now; returns self."""
@@ -162,6 +173,8 @@ class Tensor:
         base = value if value.op is Ops.BUFFER else value.src[0]
         return np.array(backend.to_numpy(BUFFERS[base]), copy=True).reshape(self.shape)
 
+    # --8<-- [end:tensor-realize]
+
     def _computed_values(self) -> np.ndarray[Any, Any] | None:
         """The values, if they are in memory already (a batch of labels, say); None for a lazy graph."""
         return self.numpy() if is_realized(self.uop) or self.uop in COMPUTED else None
@@ -179,9 +192,12 @@ class Tensor:
         """The same values, computed into a buffer of their own: a kernel boundary for the compiler."""
         return self._derive(UOp(Ops.CONTIGUOUS, self.uop.dtype, (self.uop,)), self)
 
+    # --8<-- [start:detach]
     def detach(self) -> Tensor:
         """The same values, with no gradient flowing back through them."""
         return Tensor(UOp(Ops.DETACH, self.uop.dtype, (self.uop,)), device=self.device)
+
+    # --8<-- [end:detach]
 
     def cast(self, dtype: DType) -> Tensor:
         return self if dtype is self.dtype else self._derive(self.uop.cast(dtype), self)
@@ -190,6 +206,7 @@ class Tensor:
         return self.cast(dtypes.float32)
 
     # ---- gradients ----
+    # --8<-- [start:no-grad]
     @staticmethod
     @contextlib.contextmanager
     def no_grad() -> Iterator[None]:
@@ -199,6 +216,8 @@ class Tensor:
             yield
         finally:
             Tensor._grad_enabled = before
+
+    # --8<-- [end:no-grad]
 
     # --8<-- [start:backward]
     def backward(self) -> None:
@@ -218,6 +237,7 @@ class Tensor:
     # --8<-- [end:backward]
 
     # ---- creation ----
+    # --8<-- [start:creation]
     @staticmethod
     def manual_seed(seed: int) -> None:
         """Make rand, randn and uniform (and layers initialized with them) repeat from run to run."""
@@ -274,7 +294,10 @@ class Tensor:
         data = Tensor._rng.uniform(low, high, _shape_args(shape)).astype(dtype.np_name)
         return Tensor(data, dtype=dtype, **kw)
 
+    # --8<-- [end:creation]
+
     # ---- elementwise ----
+    # --8<-- [start:operands]
     def _operands(self, other: Operand, op: str, reverse: bool = False) -> tuple[UOp, UOp, list[Tensor]]:
         """Both operands as UOps of one dtype and shape: promoted, and broadcast as numpy does."""
         if isinstance(other, Tensor):
@@ -301,6 +324,8 @@ class Tensor:
         except ValueError as e:
             raise TensorError(f"{name}: {e}") from None
         return self._derive(uop, *sources)
+
+    # --8<-- [end:operands]
 
     def _unary(self, op: Ops, float_only: bool = True) -> Tensor:
         x = self if not float_only or self.dtype.is_float else self.float()
@@ -454,6 +479,7 @@ class Tensor:
     def square(self) -> Tensor:
         return self * self
 
+    # --8<-- [start:activations]
     def sigmoid(self) -> Tensor:
         return 1.0 / (1.0 + (-self.float()).exp())
 
@@ -471,7 +497,10 @@ class Tensor:
     def silu(self) -> Tensor:
         return self * self.sigmoid()
 
+    # --8<-- [end:activations]
+
     # ---- reductions ----
+    # --8<-- [start:reductions]
     def _reduce(self, op: Ops, axis: AxisArg, keepdim: bool, name: str) -> Tensor:
         axes = _axes(axis, self.ndim, name)
         x = self.cast(dtypes.int32) if self.dtype.is_bool and op is Ops.ADD else self
@@ -499,6 +528,8 @@ class Tensor:
         centered = self.float() - self.float().mean(axis, keepdim=True)
         return centered.square().sum(axis, keepdim) / float(max(n - correction, 0))
 
+    # --8<-- [end:reductions]
+
     def std(self, axis: AxisArg = None, keepdim: bool = False, correction: int = 1) -> Tensor:
         return self.var(axis, keepdim, correction).sqrt()
 
@@ -518,6 +549,7 @@ class Tensor:
     def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
         return (-self.float() if self.dtype.is_bool else -self).argmax(axis, keepdim)
 
+    # --8<-- [start:stable]
     def logsumexp(self, axis: AxisArg = -1, keepdim: bool = False) -> Tensor:
         m = self.max(axis, keepdim=True).detach()
         out = (self - m).exp().sum(axis, keepdim=True).log() + m
@@ -554,6 +586,8 @@ class Tensor:
             )
         picked = self.log_softmax(-1) * labels.one_hot(self.shape[-1]).float()
         return -picked.sum(-1).mean()
+
+    # --8<-- [end:stable]
 
     # ---- movement ----
     def _broadcast_to(self, shape: tuple[int, ...]) -> Tensor:
@@ -611,6 +645,7 @@ class Tensor:
             raise TensorError(f"shrink: bounds {arg} do not fit {self.shape}")
         return self._derive(self.uop.shrink(arg), self)
 
+    # --8<-- [start:pad]
     def pad(self, padding: Sequence[tuple[int, int]], value: Scalar = 0.0) -> Tensor:
         """Pad each axis by (before, after) elements of `value`; negative widths cut elements off instead."""
         if len(padding) != self.ndim:
@@ -628,6 +663,8 @@ class Tensor:
         inside = Tensor.ones(*x.shape, dtype=dtypes.bool, device=self.device)
         mask = Tensor(inside.uop.pad(grow), device=self.device)
         return mask.where(padded, value)
+
+    # --8<-- [end:pad]
 
     def flip(self, axis: AxisArg = None) -> Tensor:
         return self._derive(self.uop.flip(_axes(axis, self.ndim, "flip")), self)
@@ -685,6 +722,7 @@ class Tensor:
         return Tensor.cat(*(t.unsqueeze(dim) for t in tensors), dim=dim)
 
     # ---- matrix products ----
+    # --8<-- [start:matmul]
     def matmul(self, w: Tensor) -> Tensor:
         """Matrix product with numpy's rules: 1-D operands get an axis, leading axes broadcast."""
         if self.ndim == 0 or w.ndim == 0:
@@ -699,6 +737,8 @@ class Tensor:
         if self.ndim == 1:
             out = out.squeeze(-2)
         return out.squeeze(-1) if w.ndim == 1 else out
+
+    # --8<-- [end:matmul]
 
     def __matmul__(self, w: Tensor) -> Tensor:
         return self.matmul(w)
@@ -788,6 +828,7 @@ def _getitem(t: Tensor, index: Any) -> Tensor:
     return out.reshape(tuple(new_shape)) if new_shape else out.reshape(())
 
 
+# --8<-- [start:take-range]
 def _take_range(t: Tensor, axis: int, start: int, stop: int, step: int) -> Tensor:
     """Elements start, start+step, ... (before stop) of one axis, for any nonzero step."""
     idx = range(start, stop, step)
@@ -808,3 +849,6 @@ def _take_range(t: Tensor, axis: int, start: int, stop: int, step: int) -> Tenso
     keep: list[tuple[int, int] | None] = [None] * grouped.ndim
     keep[axis + 1] = (0, 1)
     return grouped.shrink(keep).reshape((*out.shape[:axis], n, *out.shape[axis + 1 :]))
+
+
+# --8<-- [end:take-range]

@@ -14,13 +14,58 @@ from uopc.backend.c.render import C_PRELUDE, render_c, render_kernel
 from uopc.ir import DType
 from uopc.lower import Kernel, Step
 
-
 # --8<-- [start:batch-source]
+C_KEYWORDS = frozenset(
+    [
+        "auto",
+        "break",
+        "case",
+        "char",
+        "const",
+        "continue",
+        "default",
+        "do",
+        "double",
+        "else",
+        "enum",
+        "extern",
+        "float",
+        "for",
+        "goto",
+        "if",
+        "inline",
+        "int",
+        "long",
+        "register",
+        "restrict",
+        "return",
+        "short",
+        "signed",
+        "sizeof",
+        "static",
+        "struct",
+        "switch",
+        "typedef",
+        "union",
+        "unsigned",
+        "void",
+        "volatile",
+        "while",
+        "bool",
+        "true",
+        "false",
+    ]
+)
+
+
 def batch_source(kernels: Sequence[Kernel], steps: Sequence[Step]) -> str:
     """One C file: every kernel, each helper once, and `uopc_plan`, which calls the kernels in plan order."""
     names = [k.name for k in kernels]
     if len(set(names)) != len(names):
         raise ValueError(f"kernel names in one batch must be unique, got {names}")
+    bad = [n for n in names if not n.isidentifier() or n in C_KEYWORDS or n == "uopc_plan"]
+    if bad:
+        raise ValueError(f"kernel names must be C identifiers that are not keywords or uopc_plan, got {bad}")
     helpers: dict[str, str] = {}
     functions = []
     for k in kernels:

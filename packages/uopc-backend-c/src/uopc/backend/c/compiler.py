@@ -72,7 +72,9 @@ def native_target(cc: str, flags: str) -> str:
     if "-march=native" not in flags:
         return ""
     done = subprocess.run([cc, "-march=native", "-Q", "--help=target"], capture_output=True, text=True, check=False)
-    return "\n".join(line.strip() for line in done.stdout.splitlines() if line.strip().startswith(("-march=", "-mtune=")))
+    return "\n".join(
+        line.strip() for line in done.stdout.splitlines() if line.strip().startswith(("-march=", "-mtune="))
+    )
 
 
 def cache_key(source: str, cc: str, flags: str) -> str:

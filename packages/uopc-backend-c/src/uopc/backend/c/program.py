@@ -87,7 +87,7 @@ def _check_no_overlap(fn: str, params: Sequence[CParam], arrays: Sequence[Any]) 
     for i, (p, a) in enumerate(zip(params, arrays, strict=True)):
         if p.const:
             continue
-        for q, b in zip(params[:i] + params[i + 1 :], [*arrays[:i], *arrays[i + 1 :]], strict=True):
+        for q, b in zip([*params[:i], *params[i + 1 :]], [*arrays[:i], *arrays[i + 1 :]], strict=True):
             if np.may_share_memory(a, b):
                 raise ArgumentError(f"{fn}: {p.name} shares memory with {q.name}, but the kernel writes {p.name}")
 

@@ -1,0 +1,25 @@
+"""Fixtures for the uopc-backend-c tests: a private kernel cache, and the `o0` marker.
+
+The tests import numpy, uopc.ir, uopc.lower and uopc.backend.c only. Tests marked `o0` are the
+correctness subset that CI runs a second time with CFLAGS="-O0 -fopenmp -fwrapv": optimizers hide
+undefined behavior (a data race on an accumulator shared by OpenMP threads) as often as they expose it.
+"""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "o0: correctness tests that CI reruns with CFLAGS='-O0 -fopenmp -fwrapv'")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def kernel_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A fresh kernel cache for the session: the suite never reads or fills the user's ~/.cache/uopc,
+    and every run measures (and tests) the cold path. Tests of the cache itself use their own folders."""
+    folder = tmp_path_factory.mktemp("uopc-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("UOPC_CACHE", str(folder))
+        yield folder

@@ -1,0 +1,133 @@
+"""CExecutable: several kernels built in one library, and a plan that calls them in order in one call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from uopc.backend.c import ArgumentError, CBackend, CExecutable, batch_source
+from uopc.ir import UOp, dtypes
+from uopc.lower import Kernel, Step, get_backend, rangeify
+
+# scale: out = 2 x + 1 over 6 floats; rowsum: out[r] = sum of row r of a 2 x 3 matrix
+SCALE = Kernel("scale", rangeify([(UOp.buffer(1, 6), UOp.buffer(0, 6) * 2.0 + 1.0)]))
+ROWSUM = Kernel("rowsum", rangeify([(UOp.buffer(1, 2), UOp.buffer(0, 6).reshape((2, 3)).sum([1]).reshape((2,)))]))
+# a kernel whose buffers disagree in dtype with SCALE's
+TO_INT = Kernel("to_int", rangeify([(UOp.buffer(1, 6, dtypes.int32), UOp.buffer(0, 6).cast(dtypes.int32))]))
+
+
+def scale(x: Any) -> Any:
+    return x * 2 + 1
+
+
+@pytest.fixture(scope="module")
+def chain() -> CExecutable:
+    # x -> scale -> tmp -> scale -> tmp2 -> rowsum -> out: the later steps read what the earlier ones wrote
+    return CExecutable([SCALE, ROWSUM], [Step(0, (0, 1)), Step(0, (1, 2)), Step(1, (2, 3))])
+
+
+def buffers() -> list[Any]:
+    return [np.arange(6, dtype=np.float32), np.zeros(6, np.float32), np.zeros(6, np.float32), np.zeros(2, np.float32)]
+
+
+@pytest.mark.o0
+def test_plan_runs_steps_in_order_in_one_call(chain: CExecutable) -> None:
+    bufs = buffers()
+    chain.run(bufs)
+    x = bufs[0]
+    np.testing.assert_array_equal(bufs[1], scale(x))
+    np.testing.assert_array_equal(bufs[2], scale(scale(x)))
+    np.testing.assert_array_equal(bufs[3], scale(scale(x)).reshape(2, 3).sum(1))
+    assert chain.source.count("void uopc_plan") == 1
+    plan = chain.source[chain.source.index("void uopc_plan") :]
+    assert plan.index("scale(bufs[0], bufs[1])") < plan.index("scale(bufs[1], bufs[2])") < plan.index("rowsum(")
+
+
+@pytest.mark.o0
+def test_run_kernel_runs_one_kernel_alone(chain: CExecutable) -> None:
+    x, out = np.arange(6, dtype=np.float32), np.zeros(2, np.float32)
+    chain.run_kernel(1, [x, out])
+    np.testing.assert_array_equal(out, [3.0, 12.0])
+    y = np.zeros(6, np.float32)
+    chain.run_kernel(0, [x, y])
+    np.testing.assert_array_equal(y, scale(x))
+
+
+def test_plan_buffers_take_dtype_size_and_writability_from_their_kernels(chain: CExecutable) -> None:
+    described = {b: (p.dtype, p.size, p.const) for b, p in chain.buffers.items()}
+    assert described == {
+        0: (dtypes.float32, 6, True),  # only read
+        1: (dtypes.float32, 6, False),  # written by step 0, read by step 1
+        2: (dtypes.float32, 6, False),
+        3: (dtypes.float32, 2, False),
+    }
+
+
+@pytest.mark.parametrize(
+    ("position", "array", "message"),
+    [
+        (0, np.arange(6, dtype=np.float64), "buffer 0 is dtype float64"),
+        (3, np.zeros(3, np.float32), r"buffer 3 is 3 elements \(shape \(3,\)\), expected 2"),
+        (2, np.zeros(12, np.float32)[::2], "buffer 2 is not C-contiguous"),
+    ],
+)
+def test_plan_checks_every_buffer(chain: CExecutable, position: int, array: Any, message: str) -> None:
+    bufs = buffers()
+    bufs[position] = array
+    with pytest.raises(ArgumentError, match=message):
+        chain.run(bufs)
+    assert not bufs[3].any()  # refused before any kernel ran
+
+
+def test_plan_refuses_read_only_output_but_not_read_only_input(chain: CExecutable) -> None:
+    bufs = buffers()
+    bufs[0].flags.writeable = False
+    chain.run(bufs)  # buffer 0 is only ever read
+    bufs[1].flags.writeable = False
+    with pytest.raises(ArgumentError, match="buffer 1 is read-only"):
+        chain.run(bufs)
+
+
+def test_plan_refuses_too_few_buffers(chain: CExecutable) -> None:
+    with pytest.raises(ArgumentError, match="uopc_plan takes 4 buffers, got 3"):
+        chain.run(buffers()[:3])
+
+
+def test_run_kernel_checks_its_parameters(chain: CExecutable) -> None:
+    with pytest.raises(ArgumentError, match=r"rowsum: data1 is 6 elements"):
+        chain.run_kernel(1, [np.zeros(6, np.float32), np.zeros(6, np.float32)])
+
+
+def test_inconsistent_plans_are_refused() -> None:
+    with pytest.raises(ValueError, match="step calls scale with 3 buffers; it takes 2"):
+        CExecutable([SCALE], [Step(0, (0, 1, 2))])
+    with pytest.raises(ValueError, match="plan buffer 1 is float32 in one kernel and int32 in to_int"):
+        CExecutable([SCALE, TO_INT], [Step(0, (0, 1)), Step(1, (2, 1))])
+    with pytest.raises(ValueError, match="kernel names in one batch must be unique"):
+        batch_source([SCALE, SCALE], [])
+
+
+def test_plan_buffer_shared_by_kernels_of_different_sizes_takes_the_largest() -> None:
+    # ROWSUM writes 2 elements of buffer 1, SCALE then reads all 6 of it: the plan needs 6
+    exe = CExecutable([SCALE, ROWSUM], [Step(1, (0, 1)), Step(0, (1, 2))])
+    assert [p.size for p in exe.buffers.values()] == [6, 6, 6]
+    x, mid, out = np.arange(6, dtype=np.float32), np.full(6, 10, np.float32), np.zeros(6, np.float32)
+    exe.run([x, mid, out])
+    np.testing.assert_array_equal(out, scale(np.array([3, 12, 10, 10, 10, 10], np.float32)))
+
+
+def test_c_backend_is_registered_and_round_trips_numpy() -> None:
+    backend = get_backend("c")
+    assert isinstance(backend, CBackend) and backend.name == "C"
+    buf = backend.allocate(dtypes.int16, 5)
+    assert buf.dtype == np.int16 and buf.shape == (5,)
+    a = np.arange(6, dtype=np.float32).reshape(2, 3).T  # not contiguous: from_numpy copies into C order
+    stored = backend.from_numpy(a)
+    assert stored.flags.c_contiguous and stored.shape == (6,)
+    np.testing.assert_array_equal(backend.to_numpy(stored), a.reshape(-1))
+    exe = backend.compile([SCALE], [Step(0, (0, 1))])
+    out = backend.allocate(dtypes.float32, 6)
+    exe.run([backend.from_numpy(np.ones(6, np.float32)), out])
+    np.testing.assert_array_equal(backend.to_numpy(out), np.full(6, 3.0))

@@ -1,0 +1,110 @@
+"""GEMM under every combination of opts, against numpy; and the shape of the C each opt produces."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from uopc.backend.c import CExecutable, render_c
+from uopc.ir import UOp
+from uopc.lower import Kernel, Opts, apply_opts, rangeify
+
+Array = npt.NDArray[Any]
+
+
+def gemm_graph(m: int, k: int, n: int) -> UOp:
+    """C = A @ B for row-major A (slot 0, m x k) and B (slot 1, k x n): reshape, expand, multiply, sum."""
+    a = UOp.buffer(0, m * k).reshape((m, 1, k)).expand((m, n, k))
+    b = UOp.buffer(1, k * n).reshape((k, n)).permute((1, 0)).reshape((1, n, k)).expand((m, n, k))
+    return (a * b).sum([2]).reshape((m, n))
+
+
+def gemm_kernel(m: int, k: int, n: int, opts: Opts, name: str = "gemm") -> Kernel:
+    return Kernel(name, apply_opts(rangeify([(UOp.buffer(2, m * n), gemm_graph(m, k, n))]), opts))
+
+
+def operands(m: int, k: int, n: int, seed: int = 0) -> tuple[Array, Array]:
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+
+
+def check_gemm(out: Array, a: Array, b: Array) -> None:
+    # float32 dot products of length k, summed in any order: error grows like k * eps * |a| |b|
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    bound = a.shape[1] * np.finfo(np.float32).eps * (np.abs(a) @ np.abs(b))
+    assert np.all(np.abs(out.reshape(want.shape) - want) <= bound)
+
+
+OPTS = {
+    "none": Opts(),
+    "upcast": Opts(upcast={0: 4, 1: 4}),
+    "unroll": Opts(unroll={2: 4}),
+    "upcast+unroll": Opts(upcast={0: 2, 1: 4}, unroll={2: 4}),
+    "upcast+thread": Opts(upcast={0: 4, 1: 2}, thread=1),
+    "thread": Opts(thread=0),
+    "thread+upcast-same-axis": Opts(upcast={0: 2}, thread=0),
+    "all": Opts(upcast={0: 2, 1: 2}, unroll={2: 8}, thread=0),
+}
+M, K, N = 24, 40, 16  # distinct sizes: a swapped axis changes the answer
+
+
+@pytest.fixture(scope="module")
+def gemm_exe() -> CExecutable:
+    return CExecutable([gemm_kernel(M, K, N, o, f"gemm_{i}") for i, o in enumerate(OPTS.values())], [])
+
+
+@pytest.mark.o0
+@pytest.mark.parametrize("name", list(OPTS))
+def test_gemm_with_opts_matches_numpy(gemm_exe: CExecutable, name: str) -> None:
+    a, b = operands(M, K, N)
+    out = np.full(M * N, np.nan, np.float32)  # every output element must be written
+    gemm_exe.run_kernel(list(OPTS).index(name), [a.reshape(-1), b.reshape(-1), out])
+    check_gemm(out, a, b)
+
+
+@pytest.mark.o0
+def test_threaded_gemm_is_race_free() -> None:
+    # At -O0 every access to a variable goes to memory, so an accumulator shared between OpenMP threads
+    # (declared outside the parallel loop) gives wrong sums: this test is the reason for the -O0 run.
+    m = k = n = 128
+    exe = CExecutable(
+        [
+            gemm_kernel(m, k, n, Opts(thread=0), "tgemm"),
+            gemm_kernel(m, k, n, Opts(upcast={1: 4}, thread=0), "tgemm_up"),
+        ],
+        [],
+    )
+    a, b = operands(m, k, n, seed=1)
+    for index in range(2):
+        for _ in range(3):
+            out = np.zeros(m * n, np.float32)
+            exe.run_kernel(index, [a.reshape(-1), b.reshape(-1), out])
+            check_gemm(out, a, b)
+
+
+def test_upcast_gemm_has_one_shared_reduce_loop_and_four_accumulators() -> None:
+    source = render_c(gemm_kernel(8, 8, 8, Opts(upcast={0: 2, 1: 2})))
+    assert source.count("for (") == 3, source  # 2 output loops + ONE reduce loop for the 2x2 tile
+    accumulators = [line for line in source.splitlines() if line.strip().startswith("float acc")]
+    assert len(accumulators) == 4, source
+    assert render_c(gemm_kernel(8, 8, 8, Opts())).count("float acc") == 1
+
+
+def test_threaded_accumulators_are_declared_inside_the_parallel_loop() -> None:
+    source = render_c(gemm_kernel(8, 8, 8, Opts(upcast={1: 2}, thread=0)))
+    lines = source.splitlines()
+    (pragma,) = [n for n, line in enumerate(lines) if "#pragma omp parallel for" in line]
+    assert lines[pragma + 1].strip().startswith("for (int tidx0")  # the pragma applies to the threaded loop
+    loop_indent = len(lines[pragma + 1]) - len(lines[pragma + 1].lstrip())
+    declarations = [n for n, line in enumerate(lines) if line.strip().startswith("float acc")]
+    assert len(declarations) == 2
+    for n in declarations:  # after the pragma, and deeper than the loop it applies to: private per thread
+        assert n > pragma and len(lines[n]) - len(lines[n].lstrip()) > loop_indent
+
+
+def test_unrolled_reduce_loop_runs_fewer_iterations() -> None:
+    source = render_c(gemm_kernel(8, 16, 8, Opts(unroll={2: 4})))
+    assert "ridx2 < 4;" in source and source.count("= data0[") == 4

@@ -1,0 +1,158 @@
+"""Opts: upcast, unroll and thread reshape a kernel's loops; their errors name the axis and the fix.
+
+Their values are checked against plain Python in test_interpret.py; here, what they do to the graph.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import pytest
+
+from uopc.ir import AxisType, Ops, UOp, dtypes, simplify, substitute
+from uopc.lower import LowerError, Opts, apply_opts, rangeify
+
+Gemm = Callable[[int, int, int], UOp]
+
+
+def kernel_of(value: UOp, slot: int) -> UOp:
+    return rangeify([(UOp.buffer(slot, value.size, value.scalar_dtype), value)])
+
+
+def gemm_kernel(gemm: Gemm, m: int, k: int, n: int) -> UOp:
+    return kernel_of(gemm(m, k, n), 2)
+
+
+def count(kernel: UOp, op: Ops) -> int:
+    return sum(u.op is op for u in kernel.toposort())
+
+
+def loops(kernel: UOp) -> dict[int, tuple[AxisType, int]]:
+    """Axis -> (kind, trip count) of every loop in the kernel."""
+    return {u.arg.axis: (u.arg.kind, u.src[0].arg) for u in kernel.toposort() if u.op is Ops.RANGE}
+
+
+def stored_indices(kernel: UOp) -> list[int]:
+    """Every index the kernel's stores write, over every iteration of the loops each END closes."""
+    out = []
+    for end in kernel.src:
+        ranges = end.src[1:] if end.op is Ops.END else ()
+        store = end.src[0] if end.op is Ops.END else end
+        for values in itertools.product(*(range(r.src[0].arg) for r in ranges)):
+            fixed = {r: UOp.const(v, r.scalar_dtype) for r, v in zip(ranges, values, strict=True)}
+            index = simplify(substitute(store.src[1], fixed))
+            assert index.op is Ops.CONST
+            out.append(index.arg)
+    return out
+
+
+ELEMENTWISE = (UOp.buffer(0, 24).reshape((4, 6)) * 2.0).exp()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Errors: a factor that does not divide, an axis of the wrong kind, an axis that does not exist
+# ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("opts", "message"),
+    [
+        (Opts(upcast={0: 3}), "cannot upcast axis 0 of size 4 by 3; use a divisor of 4"),
+        (Opts(upcast={1: 0}), "cannot upcast axis 1 of size 6 by 0"),
+        (Opts(upcast={2: 2}), "axis 2 is a reduce axis; upcast takes output axes"),
+        (Opts(unroll={2: 3}), "cannot unroll axis 2 of size 8 by 3; use a divisor of 8"),
+        (Opts(unroll={0: 2}), "axis 0 is an output axis; unroll takes reduce axes"),
+        (Opts(thread=2), "only an output axis can be threaded, axis 2 is reduce"),
+        (Opts(thread=7), r"no loop over axis 7; its axes are \[0, 1, 2\]"),
+        (Opts(upcast={5: 2}), "no loop over axis 5"),
+    ],
+)
+def test_bad_opts_raise_lower_error(gemm: Gemm, opts: Opts, message: str) -> None:
+    with pytest.raises(LowerError, match=message):
+        apply_opts(gemm_kernel(gemm, 4, 8, 6), opts)
+
+
+def test_threading_an_upcast_away_axis_is_refused(gemm: Gemm) -> None:
+    # upcasting axis 0 by its full size leaves no loop over it, so there is nothing left to thread
+    with pytest.raises(LowerError, match="no loop over axis 0"):
+        apply_opts(gemm_kernel(gemm, 4, 8, 6), Opts(upcast={0: 4}, thread=0))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# upcast: n copies of every statement over the axis, in a loop n times shorter
+# ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("upcast", "stores", "left"), [({1: 3}, 3, {0: 4, 1: 2}), ({0: 2, 1: 6}, 12, {0: 2})])
+def test_upcast_multiplies_stores(upcast: dict[int, int], stores: int, left: dict[int, int]) -> None:
+    kernel = kernel_of(ELEMENTWISE, 1)
+    assert count(kernel, Ops.STORE) == 1
+    opted = apply_opts(kernel, Opts(upcast=upcast))
+    assert count(opted, Ops.STORE) == stores
+    assert {axis: n for axis, (_, n) in loops(opted).items()} == left  # an axis upcast fully has no loop left
+    assert sorted(stored_indices(opted)) == list(range(24))  # every output element still stored exactly once
+
+
+def test_upcast_gemm_shares_one_reduce_loop(gemm: Gemm) -> None:
+    opted = apply_opts(gemm_kernel(gemm, 4, 8, 6), Opts(upcast={0: 2, 1: 2}))
+    reduces = [u for u in opted.toposort() if u.op is Ops.REDUCE]
+    assert len(reduces) == 4 and count(opted, Ops.STORE) == 4
+    assert len({r.src[1] for r in reduces}) == 1  # one reduce range, shared by the whole 2x2 tile
+    assert loops(opted) == {0: (AxisType.LOOP, 2), 1: (AxisType.LOOP, 3), 2: (AxisType.REDUCE, 8)}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# unroll: one REDUCE whose body combines n values, over a loop n times shorter
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_unroll_keeps_one_reduce(gemm: Gemm) -> None:
+    opted = apply_opts(gemm_kernel(gemm, 4, 8, 6), Opts(unroll={2: 4}))
+    (red,) = [u for u in opted.toposort() if u.op is Ops.REDUCE]
+    assert loops(opted)[2] == (AxisType.REDUCE, 2)
+    assert count(red.src[0], Ops.LOAD) == 8  # 4 products of 2 loads each, combined before accumulating
+    assert count(red.src[0], Ops.MUL) >= 4
+
+
+def test_unroll_by_the_full_size_removes_the_loop(gemm: Gemm) -> None:
+    opted = apply_opts(gemm_kernel(gemm, 4, 8, 6), Opts(unroll={2: 8}))
+    assert count(opted, Ops.REDUCE) == 0 and 2 not in loops(opted)
+    assert count(opted, Ops.LOAD) == 16
+
+
+def test_unroll_of_a_max_combines_with_max() -> None:
+    kernel = kernel_of(UOp.buffer(0, 12, dtypes.int32).reshape((3, 4)).reduce(Ops.MAX, [1]), 1)
+    opted = apply_opts(kernel, Opts(unroll={2: 2}))
+    (red,) = [u for u in opted.toposort() if u.op is Ops.REDUCE]
+    assert red.arg is Ops.MAX and red.src[0].op is Ops.MAX  # max(acc, max(v0, v1)), never a sum
+
+
+# ---------------------------------------------------------------------------------------------------------
+# thread: the axis becomes a THREAD range, outermost in every loop nest it closes
+# ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_thread_makes_the_axis_outermost(gemm: Gemm, axis: int) -> None:
+    opted = apply_opts(gemm_kernel(gemm, 4, 8, 6), Opts(thread=axis))
+    assert loops(opted)[axis][0] is AxisType.THREAD
+    (end,) = [u for u in opted.src if u.op is Ops.END]
+    assert end.src[1].arg == (axis, AxisType.THREAD)  # the first range an END closes is the outermost loop
+
+
+def test_apply_opts_combines_all_three(gemm: Gemm) -> None:
+    opted = apply_opts(gemm_kernel(gemm, 4, 8, 6), Opts(upcast={0: 2, 1: 3}, unroll={2: 2}, thread=1))
+    assert loops(opted) == {0: (AxisType.LOOP, 2), 1: (AxisType.THREAD, 2), 2: (AxisType.REDUCE, 4)}
+    assert count(opted, Ops.STORE) == 6 and count(opted, Ops.REDUCE) == 6
+
+
+def test_no_opts_is_the_identity(gemm: Gemm) -> None:
+    kernel = gemm_kernel(gemm, 4, 8, 6)
+    assert apply_opts(kernel, Opts()) is kernel
+
+
+def test_opts_key_ignores_dict_order() -> None:
+    # the key names a kernel variant (for caches): the same opts must give the same key
+    assert Opts(upcast={0: 2, 1: 4}).key() == Opts(upcast={1: 4, 0: 2}).key()
+    assert Opts(upcast={0: 2}).key() != Opts(unroll={0: 2}).key()
