@@ -1,16 +1,5 @@
-"""Shared settings for the uopc-ir tests.
+"""Tests of uopc-ir: the standard library, pytest and Hypothesis only, as `pip install uopc-ir` promises.
 
-Every Hypothesis test here runs derandomized (a failure reruns identically) and without the example
-database, so a test run never writes to the repository.
+Every Hypothesis test sets its own settings (`test_properties.seeded`: derandomized, no example database),
+so this package loads no global profile and leaves the settings of other packages' tests alone.
 """
-
-from hypothesis import HealthCheck, settings
-
-settings.register_profile(
-    "uopc-ir",
-    derandomize=True,
-    database=None,
-    deadline=None,  # the rewrite interpreter is slow on the first call of a test (cold caches), not wrong
-    suppress_health_check=[HealthCheck.too_slow],
-)
-settings.load_profile("uopc-ir")

@@ -1,6 +1,6 @@
 """Property tests: claims checked on expressions and graphs nobody chose by hand.
 
-Every test is derandomized (see conftest.py): a failure prints its example and reruns identically.
+Every test is derandomized (see `seeded`): a failure prints its example and reruns identically.
 
 - simplify never changes the value of an integer index expression, and every value of every subexpression
   lies within [vmin, vmax], before and after simplification. The value comes from the rewrite interpreter
@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from itertools import product
 from typing import Any, Literal
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from uopc.ir import (
@@ -44,7 +44,13 @@ from uopc.ir import (
 
 def seeded(examples: int) -> settings:
     """Derandomized: the same examples on every run, so a failure is rerun by rerunning the test."""
-    return settings(max_examples=examples, derandomize=True, database=None, deadline=None)
+    return settings(
+        max_examples=examples,
+        derandomize=True,
+        database=None,  # nothing written to the repository
+        deadline=None,  # the first call of a test warms caches; slow is not wrong
+        suppress_health_check=[HealthCheck.too_slow],
+    )
 
 
 # ---- random index expressions ---------------------------------------------------------------------------

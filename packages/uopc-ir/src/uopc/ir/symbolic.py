@@ -218,7 +218,7 @@ _BOUNDS: dict[Ops, Callable[..., Interval | None]] = {
     Ops.OR: lambda u, a, b: (max(a[0], b[0]), max(a[1], b[1])) if u.dtype is dtypes.bool else None,
     Ops.WHERE: _bounds_where,
     Ops.CAST: _bounds_cast,
-    Ops.RANGE: lambda u, end: (0, end[1] - 1),
+    Ops.RANGE: lambda u, end: (0, max(end[1] - 1, 0)),  # a loop that never runs: any bounds are true
     Ops.CONST: lambda u: (u.arg, u.arg),
 }
 

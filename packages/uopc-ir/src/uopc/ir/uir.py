@@ -418,7 +418,7 @@ def _parse_line(p: _LineParser) -> UOp:
     p.take("punct", "=")
     op_tok = p.take("word", expected="an op name")
     op = Ops.__members__.get(op_tok.text.upper())
-    if op is None or op is Ops.ENDRANGE:
+    if op is None:
         raise UIRSyntaxError(p.lineno, op_tok.col, f"unknown op {op_tok.text!r}")
     node = p.literal() if op is Ops.CONST else _parse_node(p, op, op_tok)
     if p.peek() is not None:

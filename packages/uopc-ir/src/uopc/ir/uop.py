@@ -798,6 +798,8 @@ def _check_param(u: UOp) -> Shape:
 def _check_call(u: UOp) -> Shape:
     if not u.src or not isinstance(u.arg, str):
         raise _fail(u, "needs src = (body, *arguments) and a name")
+    if not u.arg or any(c in u.arg for c in '"\n\r'):
+        raise _fail(u, f"name {u.arg!r} must be non-empty, with no quote or line break (the .uir text quotes it)")
     body, args = u.src[0], u.src[1:]
     if u.dtype is not body.dtype:
         raise _fail(u, f"dtype {u.dtype.name} differs from its body's {body.dtype.name}")
