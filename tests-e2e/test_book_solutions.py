@@ -44,6 +44,16 @@ def test_every_solution_file_is_tested() -> None:
         "ch06_acc_scopes",
         "ch07_roll",
         "ch07_read_map",
+        "ch08_buffer_uses",
+        "ch08_plans_per_step",
+        "ch09_second_derivative",
+        "ch09_gradient_check",
+        "ch10_tril",
+        "ch10_bce",
+        "ch11_sequential",
+        "ch11_rmsprop",
+        "ch12_confusion",
+        "ch12_schedule",
     }
     assert {p.stem for p in SOLUTIONS.glob("*.py")} == tested
 
@@ -231,3 +241,189 @@ def test_ch07_read_map_matches_numpy() -> None:
     ]
     for view, want in cases:
         assert read_map(view) == [None if v < 0 else int(v) for v in want.reshape(-1)]
+
+
+def test_ch08_buffer_uses_of_a_softmax_plan() -> None:
+    import numpy as np
+
+    from uopc.lower import make_plan, normalize
+    from uopc.tensor import Tensor
+
+    buffer_uses = load("ch08_buffer_uses").buffer_uses
+    x = Tensor(np.ones((4, 6), np.float32))
+    graph, _ = normalize([x.softmax(1).uop])
+    assert buffer_uses(make_plan(graph, opt=False)) == {
+        0: ([], ["r_4_1", "r_4_1_1", "E_4_6"]),
+        1: (["E_4_6"], []),
+        2: (["r_4_1"], ["r_4_1_1", "E_4_6"]),
+        3: (["r_4_1_1"], ["E_4_6"]),
+    }
+
+
+def test_ch08_constants_cost_plans_and_tensors_do_not() -> None:
+    mod = load("ch08_plans_per_step")
+    assert mod.plans_per_step(mod.step_with_constant, 3) == [1, 1, 1]
+    assert mod.plans_per_step(mod.step_with_tensor, 3) == [1, 0, 0]
+
+
+def test_ch09_second_derivatives() -> None:
+    import numpy as np
+
+    second_derivative = load("ch09_second_derivative").second_derivative
+    a = np.array([[0.5, 1.0, -2.0], [1.5, -0.25, 0.75]], np.float32)
+    np.testing.assert_allclose(second_derivative(lambda t: t**3, a), 6 * a, rtol=1e-5)
+    np.testing.assert_allclose(second_derivative(lambda t: t.sin(), a), -np.sin(a), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(second_derivative(lambda t: t * t.exp(), a), np.exp(a) * (a + 2), rtol=1e-5, atol=1e-6)
+
+
+def test_ch09_gradient_check_sees_a_permute_that_is_not_inverted() -> None:
+    import numpy as np
+    import numpy.typing as npt
+
+    from uopc.ir import Ops, UOpError
+    from uopc.tensor.autodiff import GRADIENT_RULES
+
+    mod = load("ch09_gradient_check")
+    cube = np.random.default_rng(0).standard_normal((3, 3, 3)).astype(np.float32)
+    cycle, swap = mod.CYCLE, (0, 2, 1)
+
+    def check(order: tuple[int, ...], a: npt.NDArray[np.float32]) -> float:
+        return float(mod.gradient_check(lambda t: t.permute(order), lambda v: v.transpose(order), a))
+
+    assert check(cycle, cube) < 1e-5 and check(swap, cube) < 1e-5
+    right = GRADIENT_RULES[Ops.PERMUTE]
+    GRADIENT_RULES[Ops.PERMUTE] = lambda u, g: (g.permute(u.arg),)
+    try:
+        assert check(cycle, cube) > 0.1  # a 3-cycle is not its own inverse: wrong numbers
+        assert check(swap, cube) < 1e-5  # a swap is: the bug hides
+        with pytest.raises(UOpError):
+            check(cycle, np.ones((2, 3, 2), np.float32))  # sizes that differ: a shape error instead
+    finally:
+        GRADIENT_RULES[Ops.PERMUTE] = right
+
+
+def test_ch10_tril_matches_numpy() -> None:
+    import numpy as np
+
+    from uopc.tensor import Tensor, TensorError, dtypes
+
+    tril = load("ch10_tril").tril
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for k in (-1, 0, 1, 5):
+        np.testing.assert_array_equal(tril(Tensor(a), k).numpy(), np.tril(a, k))
+    b = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
+    out = tril(Tensor(b))
+    assert out.dtype is dtypes.int32
+    np.testing.assert_array_equal(out.numpy(), np.tril(b))
+    with pytest.raises(TensorError, match="at least 2 dimensions"):
+        tril(Tensor(np.ones(3, np.float32)))
+
+
+def test_ch10_bce_with_logits_is_stable_and_has_the_right_gradient() -> None:
+    import numpy as np
+
+    from uopc.tensor import Tensor
+
+    bce_with_logits = load("ch10_bce").bce_with_logits
+    z = np.array([-100.0, -3.0, -0.5, 0.0, 2.0, 100.0], np.float32)
+    y = np.array([0.0, 1.0, 0.0, 1.0, 0.0, 1.0], np.float32)
+    z64 = z.astype(np.float64)
+    want = float(np.mean(np.logaddexp(0.0, z64) - z64 * y))
+    logits = Tensor(z, requires_grad=True)
+    loss = bce_with_logits(logits, Tensor(y))
+    assert loss.item() == pytest.approx(want, rel=1e-5)
+    loss.backward()
+    assert logits.grad is not None
+    sigmoid = 1.0 / (1.0 + np.exp(-z64))
+    np.testing.assert_allclose(logits.grad.numpy(), (sigmoid - y) / len(z), rtol=1e-5, atol=1e-7)  # z = 0 too
+
+
+def test_ch11_sequential_names_and_applies_its_layers() -> None:
+    import numpy as np
+
+    from uopc.tensor import Tensor
+    from uopc.tensor.nn import Dropout, Linear
+
+    Sequential = load("ch11_sequential").Sequential
+    Tensor.manual_seed(0)
+    model = Sequential(Linear(4, 8), Tensor.relu, Dropout(0.5), Linear(8, 2))
+    assert list(model.state_dict()) == ["layers.0.bias", "layers.0.weight", "layers.3.bias", "layers.3.weight"]
+    assert len(model.parameters()) == 4
+    model.eval()
+    assert not model.layers[2].training
+    x = Tensor(np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32))
+    want = model.layers[3](model.layers[0](x).relu()).numpy()
+    np.testing.assert_allclose(model(x).numpy(), want, rtol=1e-6)
+
+
+def test_ch11_rmsprop_matches_torch_algorithm_in_one_plan() -> None:
+    import numpy as np
+
+    from uopc.tensor import Tensor
+    from uopc.tensor.realize import PLANS
+
+    RMSprop = load("ch11_rmsprop").RMSprop
+    start = np.array([1.0, -2.0, 0.5], np.float32)
+    p = Tensor(start, requires_grad=True)
+    opt = RMSprop([p], lr=0.1)
+    ref, v, made = start.astype(np.float64), np.zeros(3), []
+    for step in range(4):
+        target = np.array([0.3, 0.1, -0.2]) * (step + 1)
+        loss = (p - Tensor(target.astype(np.float32))).square().sum()
+        opt.zero_grad()
+        loss.backward()
+        before = PLANS.made
+        opt.step(loss)
+        made.append(PLANS.made - before)
+        g = 2 * (ref - target)
+        v = 0.99 * v + 0.01 * g * g
+        ref = ref - 0.1 * g / (np.sqrt(v) + 1e-8)
+        np.testing.assert_allclose(p.numpy(), ref, rtol=1e-5, atol=1e-6)
+    assert made[1:] == [0, 0, 0]
+
+
+def test_ch12_confusion_matrix_matches_numpy() -> None:
+    import numpy as np
+
+    from uopc.tensor import Tensor, TensorError, dtypes
+
+    confusion_matrix = load("ch12_confusion").confusion_matrix
+    rng = np.random.default_rng(0)
+    labels, predictions = rng.integers(0, 4, 50).astype(np.int32), rng.integers(0, 4, 50).astype(np.int32)
+    want = np.zeros((4, 4), np.int64)
+    np.add.at(want, (labels, predictions), 1)
+    got = confusion_matrix(Tensor(labels), Tensor(predictions), 4)
+    assert got.dtype is dtypes.int32
+    np.testing.assert_array_equal(got.numpy(), want)
+    with pytest.raises(TensorError, match="must be 1-D"):
+        confusion_matrix(Tensor(labels), Tensor(predictions[:10]), 4)
+
+
+def test_ch12_warmup_cosine_schedule_and_one_plan() -> None:
+    import itertools
+
+    import numpy as np
+
+    from uopc.tensor import Tensor
+    from uopc.tensor.optim import AdamW
+    from uopc.tensor.realize import PLANS
+
+    schedule = load("ch12_schedule").warmup_cosine
+    rates = [schedule(1.0, s, 10, 4) for s in range(10)]
+    assert rates[:4] == [0.25, 0.5, 0.75, 1.0]
+    assert rates[4] == 1.0 and all(a > b for a, b in itertools.pairwise(rates[4:]))
+    assert rates[-1] == pytest.approx(0.5 * (1 + math.cos(math.pi * 5 / 6)))
+    with pytest.raises(ValueError, match="need 0 <= step < total"):
+        schedule(1.0, 10, 10, 4)
+    p = Tensor(np.array([1.0, -1.0], np.float32), requires_grad=True)
+    opt = AdamW([p], lr=0.1)
+    made = []
+    for step in range(4):
+        opt.lr = schedule(0.1, step, 4, 2)
+        loss = (p * p).sum()
+        opt.zero_grad()
+        loss.backward()
+        before = PLANS.made
+        opt.step(loss)
+        made.append(PLANS.made - before)
+    assert made[1:] == [0, 0, 0]

@@ -8,12 +8,12 @@ from uopc.lower import Kernel, make_plan, normalize, rangeify
 from uopc.tensor import Tensor
 
 
+# --8<-- [start:compare]
 def one_kernel(root: UOp) -> Kernel:
     """The whole (normalized) graph lowered as a single kernel, with nothing materialized."""
     return Kernel("one", rangeify([(UOp.buffer(1, root.size), root)]))
 
 
-# --8<-- [start:compare]
 n = 64
 x = Tensor(np.random.default_rng(0).standard_normal((n, n)).astype(np.float32))
 programs = {

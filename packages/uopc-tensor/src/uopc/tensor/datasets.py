@@ -54,11 +54,15 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+# --8<-- [start:checked]
 def checked(data: bytes, expected: str, what: str) -> bytes:
     got = sha256(data)
     if got != expected:
         raise ChecksumError(f"{what}: SHA-256 {got} differs from the pinned {expected}; the file was not used")
     return data
+
+
+# --8<-- [end:checked]
 
 
 @dataclass(frozen=True)

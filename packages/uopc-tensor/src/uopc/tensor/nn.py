@@ -104,6 +104,7 @@ class Module:
 # --8<-- [end:module]
 
 
+# --8<-- [start:checkpoints]
 def save(state: Mapping[str, Tensor], path: str | Path) -> None:
     """Write a state dict to a .safetensors file."""
     from safetensors.numpy import save_file
@@ -116,6 +117,9 @@ def load(path: str | Path) -> dict[str, np.ndarray[Any, Any]]:
     from safetensors.numpy import load_file
 
     return dict(load_file(str(path)))
+
+
+# --8<-- [end:checkpoints]
 
 
 def _uniform(shape: tuple[int, ...], bound: float) -> Tensor:

@@ -16,6 +16,7 @@ from uopc.tensor.tensor import Tensor, TensorError
 State = tuple[Tensor, ...]
 
 
+# --8<-- [start:state-in-buffers]
 def _zeros(p: Tensor) -> Tensor:
     """Zeros in a buffer, so the first step's graph has the same structure as every later one."""
     return Tensor(np.zeros(p.shape, dtype=p.dtype.np_name), device=p.device)
@@ -26,6 +27,10 @@ def _scalar(value: float, device: str) -> Tensor:
     return Tensor([value], device=device).reshape(())
 
 
+# --8<-- [end:state-in-buffers]
+
+
+# --8<-- [start:optimizer]
 class Optimizer:
     """Holds the parameters; `zero_grad()` clears their gradients, `step()` updates them in one plan."""
 
@@ -52,6 +57,8 @@ class Optimizer:
     def zero_grad(self) -> None:
         for p in self.params:
             p.grad = None
+
+    # --8<-- [end:optimizer]
 
     # --8<-- [start:step]
     def step(self, *extra: Tensor) -> None:
