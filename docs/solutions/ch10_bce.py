@@ -13,7 +13,8 @@ def bce_with_logits(z: Tensor, y: Tensor) -> Tensor:
 
     -|z| is written min(z, -z): at z = 0 both are kinks, and the gradient rules must still add up to the true
     derivative of the smooth whole, sigmoid(0) = 1/2. MAX and MIN split a tie in half, so max(z, 0) sends 1/2
-    and min(z, -z) sends 1/2 - 1/2 = 0. Tensor.abs sends +1 at 0 (its WHERE picks x), which would give 0.
+    and min(z, -z) sends 1/2 - 1/2 = 0, for a total of 1/2. -z.abs() would also work, since abs has
+    gradient sign(0) = 0 at the kink.
     """
     if z.shape != y.shape:
         raise TensorError(f"bce_with_logits: logits {z.shape} and targets {y.shape} differ in shape")

@@ -454,3 +454,11 @@ def test_argmax_and_comparisons_carry_no_gradient() -> None:
     assert not y.requires_grad
     (y * x).sum().backward()
     np.testing.assert_allclose(grad_of(x), a.argmax(1)[:, None] + (a > 0), rtol=1e-6)
+
+
+def test_abs_has_gradient_zero_at_zero_as_in_pytorch() -> None:
+    """d|x|/dx is sign(x); at 0 the subgradient PyTorch picks, and the one softplus tricks rely on, is 0."""
+    x = Tensor(np.array([-2.0, 0.0, 3.0], dtype=np.float32), requires_grad=True)
+    x.abs().sum().backward()
+    assert x.grad is not None
+    np.testing.assert_array_equal(x.grad.numpy(), [-1.0, 0.0, 1.0])

@@ -149,3 +149,8 @@ def test_flatten_with_start_after_end_fails() -> None:
 def test_integer_tensor_to_a_negative_power_fails() -> None:
     with pytest.raises(TensorError, match="negative power -1"):
         Tensor(np.array([1, 2], dtype=np.int32)) ** -1
+
+
+def test_slice_step_zero_fails_as_a_tensor_error() -> None:
+    with pytest.raises(TensorError, match="step cannot be zero"):
+        Tensor(np.arange(4, dtype=np.float32))[::0]

@@ -189,7 +189,9 @@ class Tensor:
         return self.numpy().tolist()
 
     def contiguous(self) -> Tensor:
-        """The same values, computed into a buffer of their own: a kernel boundary for the compiler."""
+        """The same values, computed once into a buffer of their own; whatever uses them reads that buffer.
+
+        The kernel that computes them may also compute other outputs of the same shape."""
         return self._derive(UOp(Ops.CONTIGUOUS, self.uop.dtype, (self.uop,)), self)
 
     # --8<-- [start:detach]
@@ -456,7 +458,12 @@ class Tensor:
         return Tensor.full(t.shape, 0.0 if t.dtype.is_float else 0, t.dtype, device=t.device)
 
     def abs(self) -> Tensor:
-        return (self < 0).where(-self, self)
+        """|x| = x * sign(x), so the gradient at 0 is sign(0) = 0, as in PyTorch."""
+        return self * self.sign()
+
+    def sign(self) -> Tensor:
+        """-1, 0 or 1 in the tensor's dtype; it carries no gradient (its derivative is 0 almost everywhere)."""
+        return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
 
     def exp(self) -> Tensor:
         return self._unary(Ops.EXP)
@@ -820,6 +827,8 @@ def _getitem(t: Tensor, index: Any) -> Tensor:
                 raise TensorError(f"index {i} is out of range for axis {axis} of size {size}")
             out = _take_range(out, axis, i % size, i % size + 1, 1)
         elif isinstance(item, slice):
+            if item.step == 0:
+                raise TensorError(f"index: slice step cannot be zero (axis {axis})")
             out = _take_range(out, axis, *item.indices(size))
             new_shape.append(out.shape[axis])
         else:
