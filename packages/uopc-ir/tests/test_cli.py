@@ -132,9 +132,9 @@ def test_invalid_node_is_reported_where_it_is_written(capsys: pytest.CaptureFixt
 
 
 def test_undefined_value_is_a_bad_program(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    stdin(monkeypatch, "%0 = idiv 1, 0\n")
+    stdin(monkeypatch, "%0 = cast i32 inf\n")
     code, _, err = cli(capsys, "run")
-    assert code == 1 and "IDIV node has no defined value" in err
+    assert code == 1 and "CAST node has no defined value" in err
 
 
 @pytest.mark.parametrize("what", ["missing", "directory", "not_utf8"])

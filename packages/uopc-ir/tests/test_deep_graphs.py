@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from uopc.ir import UOp, dtypes, param, parse, run, simplify, substitute, to_uir, toposort, vmax, vmin
+from uopc.ir import Ops, UOp, dtypes, param, parse, run, simplify, substitute, to_uir, toposort, vmax, vmin
 
 N = 200_000  # ADD nodes in each chain; with the PARAM and the constant that is N + 2 nodes
 DEFAULT_RECURSION_LIMIT = 1000  # CPython's
@@ -84,6 +84,15 @@ def test_bounds(int_chain: UOp, closed_chain: UOp) -> None:
 def test_simplify_leaves_float_chains_alone(float_chain: UOp) -> None:
     # each + 1.0 rounds: (p + 1.0) + 1.0 is not p + 2.0 for every float32 p, so nothing may be folded
     assert simplify(float_chain) is float_chain
+
+
+def test_simplify_sorts_sums_of_deep_integer_terms() -> None:
+    # a canonical sum orders its terms: comparing two deep terms must not recurse through them
+    a, b = param(0, dtypes.int32), param(1, dtypes.int32)
+    for i in range(20_000):
+        a, b = a ^ i, b ^ (i + 1)
+    total = simplify(b + a + 1)
+    assert total.op is Ops.ADD and {total.src[0].src[0], total.src[0].src[1]} == {a, b}
 
 
 def test_text_round_trip(float_chain: UOp) -> None:

@@ -386,7 +386,7 @@ OPTS = [
 ]
 
 
-@pytest.mark.parametrize("opts", OPTS, ids=lambda o: repr(o.key()))
+@pytest.mark.parametrize("opts", OPTS, ids=repr)
 def test_gemm_with_opts_matches_python(opts: Opts, gemm: Callable[[int, int, int], UOp]) -> None:
     rng = random.Random(7)
     m, k, n = 4, 4, 6

@@ -95,7 +95,7 @@ def test_loop_independent_constant_work_is_outside_every_loop() -> None:
 OPTS = [Opts(), Opts(upcast={0: 2, 1: 2}), Opts(unroll={2: 2}), Opts(thread=0), Opts(thread=1, upcast={0: 2})]
 
 
-@pytest.mark.parametrize("opts", OPTS, ids=lambda o: repr(o.key()))
+@pytest.mark.parametrize("opts", OPTS, ids=repr)
 def test_each_endrange_matches_a_range(gemm: Gemm, opts: Opts) -> None:
     program = linearize(kernel_of(gemm(4, 8, 6), 2, opts))
     check_well_formed(program)

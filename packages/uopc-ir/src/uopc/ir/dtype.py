@@ -7,6 +7,7 @@ its size, its kind (bool, signed, unsigned, float), how C spells it and how nump
 
 from __future__ import annotations
 
+import builtins
 import enum
 import math
 from collections.abc import Callable
@@ -150,6 +151,13 @@ class dtypes:
             known = ", ".join(d.short for d in ALL_DTYPES)
             raise ValueError(f"unknown dtype {name!r}; known dtypes: {known}")
         return found
+
+    @staticmethod
+    def from_python(value: builtins.bool | int | float) -> DType:
+        """The type a Python constant takes by default: bool, default_int (int32) or default_float (float32)."""
+        if isinstance(value, bool):
+            return dtypes.bool
+        return dtypes.default_int if isinstance(value, int) else dtypes.default_float
 
     @staticmethod
     def from_numpy(np_name: str) -> DType:

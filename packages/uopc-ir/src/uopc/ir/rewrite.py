@@ -20,7 +20,7 @@ _ANY = object()
 
 
 class RewriteError(RuntimeError):
-    """A rewrite that never reaches a fixed point, or a rule that failed; names the rule."""
+    """A rewrite that never reaches a fixed point (a cycle, or a table that keeps growing); names the rule."""
 
 
 # --8<-- [start:upat]

@@ -9,6 +9,7 @@ program by rewriting alone: it is the interpreter later stages are tested agains
 
 from __future__ import annotations
 
+import hashlib
 import math
 import weakref
 from collections.abc import Callable
@@ -36,12 +37,13 @@ INTS = tuple(d for d in dtypes.all() if d.is_int)
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _floordiv(a: ConstValue, b: ConstValue) -> ConstValue | None:
-    return None if b == 0 else int(a) // int(b)
+def _floordiv(a: ConstValue, b: ConstValue) -> ConstValue:
+    """Floor division; by zero it gives 0, numpy's answer, which the C backend's helper also gives."""
+    return 0 if b == 0 else int(a) // int(b)
 
 
-def _floormod(a: ConstValue, b: ConstValue) -> ConstValue | None:
-    return None if b == 0 else int(a) % int(b)
+def _floormod(a: ConstValue, b: ConstValue) -> ConstValue:
+    return 0 if b == 0 else int(a) % int(b)
 
 
 def _fdiv(a: ConstValue, b: ConstValue) -> float:
@@ -124,8 +126,9 @@ def exec_alu(op: Ops, dtype: DType, operands: list[ConstValue]) -> ConstValue | 
 
     Integers wrap at their width and divide with floor semantics; float results are computed in float64
     and rounded once to the result's precision, which for +, -, *, / and sqrt gives the exactly rounded
-    float32 answer. A cast of inf or nan (or of any float out of range) to an integer is undefined in C,
-    and an integer division by zero is undefined everywhere: both give None and stay unfolded.
+    float32 answer. An integer division or modulo by zero is 0, as in numpy (and the C backend's helpers).
+    A cast of inf or nan (or of any float out of range) to an integer is undefined in C: it gives None, and
+    the node stays unfolded.
     """
     if op is Ops.CAST:
         (x,) = operands
@@ -291,15 +294,18 @@ def linear_terms(u: UOp) -> tuple[dict[UOp, int], int]:
 
 
 # held weakly, like the nodes themselves: a key lives as long as its node
-_SORT_KEYS: weakref.WeakKeyDictionary[UOp, tuple[Any, ...]] = weakref.WeakKeyDictionary()
+_SORT_KEYS: weakref.WeakKeyDictionary[UOp, tuple[int, int, str]] = weakref.WeakKeyDictionary()
 
 
-def sort_key(u: UOp) -> tuple[Any, ...]:
-    """A deterministic structural order on nodes, so canonical sums come out the same in every run."""
+def sort_key(u: UOp) -> tuple[int, int, str]:
+    """A deterministic order on nodes, so canonical sums come out the same in every run: loop indices by
+    axis first, then the op, then a digest of the whole subgraph. The key is flat, so comparing two keys
+    never recurses, however deep the graphs behind them."""
     if u not in _SORT_KEYS:
         for n in toposort(u, lambda x: [s for s in x.src if s not in _SORT_KEYS]):
-            arg = n.arg.axis if n.op is Ops.RANGE else repr(n.arg)
-            _SORT_KEYS[n] = (n.op.value, arg, tuple(_SORT_KEYS[s] for s in n.src))
+            text = "|".join([n.op.name, n.dtype.name, repr(n.arg), *(_SORT_KEYS[s][2] for s in n.src)])
+            digest = hashlib.sha1(text.encode()).hexdigest()
+            _SORT_KEYS[n] = (n.op.value, n.arg.axis if n.op is Ops.RANGE else -1, digest)
     return _SORT_KEYS[u]
 
 
@@ -707,8 +713,9 @@ def run(program: UOp) -> UOp:
             Ops.PARAM: "reads a parameter outside any CALL",
             Ops.BUFFER: "reads a buffer",
             Ops.RANGE: "depends on a loop index",
+            Ops.CAST: "has no defined value (a cast of inf, nan or an out-of-range float to an integer)",
         }
-        reason = what.get(stuck.op, "has no defined value (an integer division by zero, or a cast of inf/nan)")
+        reason = what.get(stuck.op, "belongs to a lowered kernel, not to a closed program")
         raise RunError(f"cannot evaluate the program: one {stuck.op.name} node {reason}")
     return result
 

@@ -81,8 +81,7 @@ def literal_text(value: ConstValue, dtype: DType) -> str:
         text = "nan" if math.isnan(value) else repr(value)
     else:
         text = str(value)
-    default = dtypes.bool if isinstance(value, bool) else dtypes.float32 if isinstance(value, float) else dtypes.int32
-    return text if dtype is default else f"{dtype.short}({text})"
+    return text if dtype is dtypes.from_python(value) else f"{dtype.short}({text})"
 
 
 # --8<-- [end:literal-text]
@@ -314,7 +313,7 @@ class _LineParser:
             self.pos += 1
             return tok.text == "true"
         text = self.take("num", expected="an operand (%name or a literal)").text
-        return float(text) if any(c in text for c in ".en") else int(text)
+        return _number(text)
 
     def operand(self) -> UOp:
         tok = self.peek()
@@ -341,7 +340,7 @@ class _LineParser:
                 else:
                     continue
             elif tok.kind == "num":
-                item = float(tok.text) if any(c in tok.text for c in ".ena") else int(tok.text)
+                item = _number(tok.text)
             elif tok.kind == "word":
                 item = {"true": True, "false": False, "none": None}.get(tok.text, Word(tok.text))
             elif tok.kind == "str":
@@ -372,6 +371,11 @@ class _LineParser:
             self.take("punct", "=")
             fields[key.text] = self.value()
         return fields
+
+
+def _number(text: str) -> int | float:
+    """A numeric token: a float if it has a point, an exponent, or is inf or nan; an int otherwise."""
+    return float(text) if any(c in text for c in ".eEn") else int(text)
 
 
 def _fits_i32(value: int) -> bool:

@@ -277,9 +277,7 @@ class UOp:
     def const(value: ConstValue, dtype: DType | None = None) -> UOp:
         """A scalar constant; the dtype defaults to bool, int32 or float32 by the Python type."""
         if dtype is None:
-            dtype = (
-                dtypes.bool if isinstance(value, bool) else dtypes.int32 if isinstance(value, int) else dtypes.float32
-            )
+            dtype = dtypes.from_python(value)
         if dtype.is_float and isinstance(value, (int, float)):
             value = float(round_to(dtype, value))  # 0.1 becomes the float32 nearest to it
         return UOp(Ops.CONST, dtype, (), value)
@@ -459,7 +457,7 @@ class UOp:
 
     def end(self, *ranges: UOp) -> UOp:
         """Close the loops over `ranges` after this statement."""
-        dtype = self.dtype if self.op is Ops.ACCUMULATE else dtypes.void
+        dtype = self.dtype if self.op in (Ops.ACCUMULATE, Ops.END) else dtypes.void
         return UOp(Ops.END, dtype, (self, *ranges))
 
 
@@ -798,8 +796,8 @@ def _check_param(u: UOp) -> Shape:
 def _check_call(u: UOp) -> Shape:
     if not u.src or not isinstance(u.arg, str):
         raise _fail(u, "needs src = (body, *arguments) and a name")
-    if not u.arg or any(c in u.arg for c in '"\n\r'):
-        raise _fail(u, f"name {u.arg!r} must be non-empty, with no quote or line break (the .uir text quotes it)")
+    if not u.arg or not u.arg.isascii() or not u.arg.isprintable() or any(c in u.arg for c in '"#'):
+        raise _fail(u, f"name {u.arg!r} must be printable ASCII without '\"' or '#' (the .uir text quotes it)")
     body, args = u.src[0], u.src[1:]
     if u.dtype is not body.dtype:
         raise _fail(u, f"dtype {u.dtype.name} differs from its body's {body.dtype.name}")
@@ -923,7 +921,23 @@ def check_node(u: UOp) -> Shape:
         raise _fail(u, f"dtype must be a DType, got {u.dtype!r}")
     if any(not isinstance(s, UOp) for s in u.src):
         raise _fail(u, f"sources must be UOps, got {[type(s).__name__ for s in u.src]}")
+    if u.arg is not None and u.op not in _TAKES_ARG:
+        raise _fail(u, f"takes no arg, got {u.arg!r}")
     return _CHECKS[u.op](u)
+
+
+_TAKES_ARG = Ops.MOVEMENT | {
+    Ops.CONST,
+    Ops.PARAM,
+    Ops.CALL,
+    Ops.RANGE,
+    Ops.BUFFER,
+    Ops.DEFINE_GLOBAL,
+    Ops.REDUCE_AXIS,
+    Ops.REDUCE,
+    Ops.DEFINE_ACC,
+    Ops.ACCUMULATE,
+}
 
 
 # --8<-- [end:check-node]

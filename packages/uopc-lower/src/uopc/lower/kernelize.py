@@ -14,7 +14,7 @@ first use, so a training step that repeats on new data finds its plan in the cac
 
 from __future__ import annotations
 
-import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,7 +46,6 @@ class Plan:
     buffers: list[BufferSpec]
     n_inputs: int
     outputs: list[int]
-    schedule_seconds: float
     executables: dict[str, Any] = field(default_factory=dict)  # backend name -> built kernels
 
 
@@ -177,7 +176,6 @@ def _kernel_name(shape: tuple[int, ...], reduces: bool, taken: set[str]) -> str:
 # --8<-- [start:make-plan]
 def make_plan(graph: UOp, opt: bool = True) -> Plan:
     """The plan for a normalized graph (see `normalize`): one kernel per group of materialized nodes."""
-    start = time.perf_counter()
     n_inputs = sum(1 for u in graph.toposort() if u.op is Ops.BUFFER)
     buffers = [
         BufferSpec(u.scalar_dtype, u.arg.size)
@@ -203,7 +201,7 @@ def make_plan(graph: UOp, opt: bool = True) -> Plan:
         ast, plan_buffers = _lower_group(group, boundaries, where, opt)
         kernels.append(Kernel(_kernel_name(group.shape, not group.elementwise, names), ast))
         steps.append(Step(len(kernels) - 1, plan_buffers))
-    return Plan(kernels, steps, buffers, n_inputs, outputs, time.perf_counter() - start)
+    return Plan(kernels, steps, buffers, n_inputs, outputs)
 
 
 # --8<-- [end:make-plan]
@@ -228,7 +226,7 @@ def _lower_group(group: _Group, boundaries: set[UOp], where: dict[UOp, int], opt
         for u in _region(m, inner)
         if u in inner
     }
-    values = [(dest, substitute(m, {u: b for u, b in loads.items() if u is not m})) for dest, m in outputs]
+    values = [(dest, substitute(m, loads)) for dest, m in outputs]
     kernel = rangeify(values)
     if opt:
         kernel = apply_opts(kernel, choose_opts(kernel))
@@ -251,20 +249,24 @@ def _lower_group(group: _Group, boundaries: set[UOp], where: dict[UOp, int], opt
 
 # --8<-- [start:plan-cache]
 class PlanCache:
-    """Plans by normalized graph (and optimizer setting). Counts how many it made, for tests and DEBUG."""
+    """Plans by normalized graph (and optimizer setting), the least recently used dropped beyond `size`.
+    Counts how many it made, for tests and DEBUG."""
 
-    def __init__(self) -> None:
-        self.plans: dict[tuple[UOp, bool], Plan] = {}
-        self.made = 0
+    def __init__(self, size: int = 256) -> None:
+        self.plans: OrderedDict[tuple[UOp, bool], Plan] = OrderedDict()
+        self.size, self.made = size, 0
 
     def get(self, graph: UOp, opt: bool) -> tuple[Plan, bool]:
         """The plan for `graph`, and whether it was new."""
         key = (graph, opt)
         found = self.plans.get(key)
         if found is not None:
+            self.plans.move_to_end(key)
             return found, False
         plan = self.plans[key] = make_plan(graph, opt)
         self.made += 1
+        if len(self.plans) > self.size:
+            self.plans.popitem(last=False)
         return plan, True
 
 

@@ -25,9 +25,6 @@ class Opts:
     unroll: dict[int, int] = field(default_factory=dict)  # reduce axis -> factor
     thread: int | None = None  # output axis to run in parallel
 
-    def key(self) -> tuple[object, ...]:
-        return (tuple(sorted(self.upcast.items())), tuple(sorted(self.unroll.items())), self.thread)
-
 
 # --8<-- [end:opts]
 

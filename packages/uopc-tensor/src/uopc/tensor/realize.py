@@ -25,7 +25,11 @@ _buffer_ids = itertools.count()
 
 
 def debug_level() -> int:
-    return int(os.environ.get("DEBUG", "0") or 0)
+    """DEBUG as a level from 0 to 4; a value that is not a number is refused with a message naming it."""
+    text = os.environ.get("DEBUG", "0").strip() or "0"
+    if not text.isdigit():
+        raise ValueError(f"DEBUG must be a level from 0 to 4, got {text!r}")
+    return int(text)
 
 
 def optimizer_on() -> bool:

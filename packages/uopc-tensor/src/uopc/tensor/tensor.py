@@ -24,7 +24,7 @@ from uopc.tensor.autodiff import compute_gradients
 from uopc.tensor.realize import BUFFERS, COMPUTED, new_buffer, realize
 
 Scalar: TypeAlias = bool | int | float
-Operand: TypeAlias = "Tensor | Scalar"
+Operand: TypeAlias = "Tensor | Scalar | np.generic[Any]"
 AxisArg: TypeAlias = int | Sequence[int] | None
 
 
@@ -33,11 +33,7 @@ class TensorError(ValueError):
 
 
 def _default_device() -> str:
-    return os.environ.get("DEVICE", "C")
-
-
-def _python_dtype(value: Scalar) -> DType:
-    return dtypes.bool if isinstance(value, bool) else dtypes.int32 if isinstance(value, int) else dtypes.float32
+    return os.environ.get("DEVICE", "C").upper()
 
 
 # --8<-- [start:broadcast-shape]
@@ -57,18 +53,20 @@ def broadcast_shape(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
 # --8<-- [end:broadcast-shape]
 
 
-def _axes(axis: AxisArg, ndim: int, op: str) -> tuple[int, ...]:
-    """Axes as non-negative ints; None means all of them."""
+def _axes(axis: AxisArg, shape: tuple[int, ...], op: str) -> tuple[int, ...]:
+    """Axes of a tensor of `shape` as non-negative ints; None means all of them."""
+    ndim = len(shape)
     if axis is None:
         return tuple(range(ndim))
     items = (axis,) if isinstance(axis, int) else tuple(axis)
     out = []
     for a in items:
-        if not -ndim <= a < max(ndim, 1):
-            raise TensorError(f"{op}: axis {a} is out of range for a tensor with {ndim} dimensions")
-        out.append(a % ndim if ndim else 0)
+        if not -max(ndim, 1) <= a < max(ndim, 1):
+            raise TensorError(f"{op}: axis {a} is out of range for a tensor of shape {shape} ({ndim} dimensions)")
+        if ndim:  # a 0-d tensor accepts axis 0 or -1, as in PyTorch, and has no axis to act on
+            out.append(a % ndim)
     if len(set(out)) != len(out):
-        raise TensorError(f"{op}: axes {items} repeat an axis of a tensor with {ndim} dimensions")
+        raise TensorError(f"{op}: axes {items} repeat an axis of a tensor of shape {shape} ({ndim} dimensions)")
     return tuple(out)
 
 
@@ -89,7 +87,7 @@ class Tensor:
         device: str | None = None,
         requires_grad: bool = False,
     ) -> None:
-        self.device = device or _default_device()
+        self.device = device.upper() if device else _default_device()
         self.grad: Tensor | None = None
         self.uop: UOp = data if isinstance(data, UOp) else _buffer_from(data, dtype, self.device)
         if isinstance(data, UOp) and dtype is not None and data.dtype is not dtype:
@@ -175,10 +173,6 @@ class Tensor:
 
     # --8<-- [end:tensor-realize]
 
-    def _computed_values(self) -> np.ndarray[Any, Any] | None:
-        """The values, if they are in memory already (a batch of labels, say); None for a lazy graph."""
-        return self.numpy() if is_realized(self.uop) or self.uop in COMPUTED else None
-
     def item(self) -> Scalar:
         if self.numel() != 1:
             raise TensorError(f"item() needs a tensor with one element, this one has shape {self.shape}")
@@ -247,7 +241,9 @@ class Tensor:
 
     @staticmethod
     def full(shape: Sequence[int], value: Scalar, dtype: DType | None = None, **kw: Any) -> Tensor:
-        dt = dtype or _python_dtype(value)
+        dt = dtype or dtypes.from_python(value)
+        if dt.is_int and isinstance(value, float) and not math.isfinite(value):
+            raise TensorError(f"full: {value} has no {dt.name} value")
         c = UOp.const(round_to(dt, value), dt)
         shape = tuple(shape)
         if shape:
@@ -310,12 +306,17 @@ class Tensor:
             a, b = self.cast(dt)._broadcast_to(shape).uop, other.cast(dt)._broadcast_to(shape).uop
             sources = [self, other]
         else:
+            value = _python_scalar(other, op)
             dt = self.dtype
-            if isinstance(other, float) and not dt.is_float:
+            if isinstance(value, float) and not dt.is_float:
                 dt = dtypes.float32  # a Python float makes an integer tensor float, as in PyTorch
-            elif isinstance(other, int) and not isinstance(other, bool) and dt.is_bool:
+            elif isinstance(value, int) and not isinstance(value, bool) and dt.is_bool:
                 dt = dtypes.int32
-            a, b = self.cast(dt).uop, UOp.const(round_to(dt, other), dt)
+            if dt.is_int and not dt.min <= value <= dt.max:
+                raise TensorError(
+                    f"{op}: the constant {value} does not fit the tensor's {dt.name}; cast the tensor first"
+                )
+            a, b = self.cast(dt).uop, UOp.const(round_to(dt, value), dt)
             sources = [self]
         return (b, a, sources) if reverse else (a, b, sources)
 
@@ -509,12 +510,20 @@ class Tensor:
     # ---- reductions ----
     # --8<-- [start:reductions]
     def _reduce(self, op: Ops, axis: AxisArg, keepdim: bool, name: str) -> Tensor:
-        axes = _axes(axis, self.ndim, name)
-        x = self.cast(dtypes.int32) if self.dtype.is_bool and op is Ops.ADD else self
-        if not self.shape:
+        axes = _axes(axis, self.shape, name)
+        narrow = self.dtype.is_bool or (self.dtype.is_int and self.dtype.itemsize < 4)
+        x = self.cast(dtypes.int32) if narrow and op is Ops.ADD else self  # sums of bools and int8s count up
+        if not axes:
             return x
         out = x._derive(x.uop.reduce(op, axes), x)
-        return out if keepdim else out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+        return out if keepdim else out.reshape(self._reduced_shape(axes))
+
+    def _reduced_shape(self, axes: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(s for i, s in enumerate(self.shape) if i not in axes)
+
+    def _count(self, axis: AxisArg, name: str) -> int:
+        """How many elements a reduction over `axis` combines into each result."""
+        return prod(self.shape[a] for a in _axes(axis, self.shape, name))
 
     def sum(self, axis: AxisArg = None, keepdim: bool = False) -> Tensor:
         return self._reduce(Ops.ADD, axis, keepdim, "sum")
@@ -526,12 +535,11 @@ class Tensor:
         return self._reduce(Ops.MIN, axis, keepdim, "min")
 
     def mean(self, axis: AxisArg = None, keepdim: bool = False) -> Tensor:
-        n = prod(self.shape[a] for a in _axes(axis, self.ndim, "mean"))
-        return self.float().sum(axis, keepdim) / float(n)
+        return self.float().sum(axis, keepdim) / float(self._count(axis, "mean"))
 
     def var(self, axis: AxisArg = None, keepdim: bool = False, correction: int = 1) -> Tensor:
         """Variance with Bessel's correction by default (correction=1, as in PyTorch); 0 gives numpy's."""
-        n = prod(self.shape[a] for a in _axes(axis, self.ndim, "var"))
+        n = self._count(axis, "var")
         centered = self.float() - self.float().mean(axis, keepdim=True)
         return centered.square().sum(axis, keepdim) / float(max(n - correction, 0))
 
@@ -542,26 +550,30 @@ class Tensor:
 
     def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
         """The index of the first largest value along `axis` (of the flattened tensor when None), as int32."""
-        if axis is None:
-            return self.flatten().argmax(0)
-        a = _axes(axis, self.ndim, "argmax")[0]
+        return self._first_index(Ops.MAX, axis, keepdim)
+
+    def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+        """The index of the first smallest value: found with MIN, since negating wraps unsigned integers."""
+        return self._first_index(Ops.MIN, axis, keepdim)
+
+    def _first_index(self, op: Ops, axis: int | None, keepdim: bool) -> Tensor:
+        if axis is None or not self.shape:
+            return self.flatten()._first_index(op, 0, keepdim=False)
+        (a,) = _axes(axis, self.shape, "argmax" if op is Ops.MAX else "argmin")
         n = self.shape[a]
-        is_max = (self == self.max(a, keepdim=True)) | self.isnan()  # a NaN is the max, as in numpy
+        best = self._reduce(op, a, True, "argmax")
+        hit = (self == best) | self.isnan()  # a NaN is the extreme, as in numpy
         countdown = Tensor.arange(n, 0, -1, dtype=dtypes.int32, device=self.device).reshape(
             tuple(n if i == a else 1 for i in range(self.ndim))
         )
-        first = is_max.where(countdown, 0).max(a, keepdim=keepdim)
+        first = hit.where(countdown, 0).max(a, keepdim=keepdim)
         return (n - first).detach()
-
-    def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
-        return (-self.float() if self.dtype.is_bool else -self).argmax(axis, keepdim)
 
     # --8<-- [start:stable]
     def logsumexp(self, axis: AxisArg = -1, keepdim: bool = False) -> Tensor:
         m = self.max(axis, keepdim=True).detach()
         out = (self - m).exp().sum(axis, keepdim=True).log() + m
-        axes = _axes(axis, self.ndim, "logsumexp")
-        return out if keepdim else out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+        return out if keepdim else out.reshape(self._reduced_shape(_axes(axis, self.shape, "logsumexp")))
 
     def softmax(self, axis: int = -1) -> Tensor:
         e = (self - self.max(axis, keepdim=True).detach()).exp()
@@ -574,11 +586,11 @@ class Tensor:
         """A new last axis of length num_classes, 1 at each label and 0 elsewhere (int32)."""
         if not self.dtype.is_int:
             raise TensorError(f"one_hot needs integer labels, got {self.dtype.name}")
-        known = self._computed_values()
-        if known is not None and (known.min() < 0 or known.max() >= num_classes):
+        labels = self.realize().numpy()  # labels are data: a bad one would silently be an all-zero row
+        if labels.min() < 0 or labels.max() >= num_classes:
             raise TensorError(
                 f"one_hot({num_classes}): indices must lie in [0, {num_classes}), "
-                f"got values from {known.min()} to {known.max()}"
+                f"got values from {labels.min()} to {labels.max()}"
             )
         classes = Tensor.arange(num_classes, device=self.device)
         return (self.unsqueeze(-1) == classes).cast(dtypes.int32)
@@ -618,13 +630,13 @@ class Tensor:
 
     def permute(self, *order: int | Sequence[int]) -> Tensor:
         dims = _shape_args(order)
-        if sorted(d % max(self.ndim, 1) for d in dims) != list(range(self.ndim)):
+        if len(dims) != self.ndim:
             raise TensorError(f"permute: {dims} is not a permutation of the {self.ndim} axes of {self.shape}")
-        return self._derive(self.uop.permute([d % self.ndim for d in dims]), self)
+        return self._derive(self.uop.permute(_axes(dims, self.shape, "permute")), self)
 
     def transpose(self, dim0: int = -2, dim1: int = -1) -> Tensor:
         order = list(range(self.ndim))
-        (a,), (b,) = _axes(dim0, self.ndim, "transpose"), _axes(dim1, self.ndim, "transpose")
+        (a,), (b,) = _axes(dim0, self.shape, "transpose"), _axes(dim1, self.shape, "transpose")
         order[a], order[b] = order[b], order[a]
         return self.permute(order)
 
@@ -637,6 +649,8 @@ class Tensor:
         lead = len(new) - self.ndim
         if lead < 0:
             raise TensorError(f"expand: cannot expand {self.shape} to fewer dimensions {new}")
+        if any(s == -1 for s in new[:lead]) or any(s < 1 and s != -1 for s in new):
+            raise TensorError(f"expand: sizes {new} must be >= 1, or -1 to keep an existing axis of {self.shape}")
         full = tuple(self.shape[i - lead] if s == -1 else s for i, s in enumerate(new))
         x = self.reshape((1,) * lead + self.shape) if lead else self
         if any(s not in (n, 1) for s, n in zip(x.shape, full, strict=True)):
@@ -674,13 +688,15 @@ class Tensor:
     # --8<-- [end:pad]
 
     def flip(self, axis: AxisArg = None) -> Tensor:
-        return self._derive(self.uop.flip(_axes(axis, self.ndim, "flip")), self)
+        return self._derive(self.uop.flip(_axes(axis, self.shape, "flip")), self)
 
     def squeeze(self, dim: int | None = None) -> Tensor:
         if dim is None:
             return self.reshape(tuple(s for s in self.shape if s != 1))
-        d = _axes(dim, self.ndim, "squeeze")[0]
-        return self if self.shape[d] != 1 else self.reshape(self.shape[:d] + self.shape[d + 1 :])
+        axes = _axes(dim, self.shape, "squeeze")
+        if not axes or self.shape[axes[0]] != 1:
+            return self
+        return self.reshape(self._reduced_shape(axes))
 
     def unsqueeze(self, dim: int) -> Tensor:
         d = dim if dim >= 0 else self.ndim + 1 + dim
@@ -691,7 +707,7 @@ class Tensor:
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
         if not self.shape:
             return self.reshape(1)
-        (s,), (e,) = _axes(start_dim, self.ndim, "flatten"), _axes(end_dim, self.ndim, "flatten")
+        (s,), (e,) = _axes(start_dim, self.shape, "flatten"), _axes(end_dim, self.shape, "flatten")
         if s > e:
             raise TensorError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} in {self.shape}")
         return self.reshape((*self.shape[:s], prod(self.shape[s : e + 1]), *self.shape[e + 1 :]))
@@ -706,7 +722,7 @@ class Tensor:
         if not tensors:
             raise TensorError("cat: needs at least one tensor")
         first = tensors[0]
-        d = _axes(dim, first.ndim, "cat")[0]
+        d = _axes(dim, first.shape, "cat")[0]
         for t in tensors[1:]:
             if t.ndim != first.ndim or any(
                 a != b for i, (a, b) in enumerate(zip(t.shape, first.shape, strict=True)) if i != d
@@ -754,6 +770,15 @@ class Tensor:
         return self.matmul(w)
 
 
+def _python_scalar(v: Any, op: str) -> Scalar:
+    """A Python bool, int or float; numpy scalars become the Python value they hold."""
+    if isinstance(v, np.generic):
+        v = v.item()
+    if not isinstance(v, (bool, int, float)):
+        raise TensorError(f"{op}: cannot combine a tensor with a {type(v).__name__}; make it a Tensor first")
+    return v
+
+
 def is_realized(u: UOp) -> bool:
     """A BUFFER, or a BUFFER given its shape: the form a tensor takes once computed."""
     return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
@@ -763,10 +788,11 @@ def _lift(v: Operand, like: Tensor | None, device: str) -> Tensor:
     """A scalar as a 0-d tensor of `like`'s dtype (a float makes an integer dtype float32)."""
     if isinstance(v, Tensor):
         return v
-    dt = _python_dtype(v) if like is None else like.dtype
-    if isinstance(v, float) and not dt.is_float:
+    value = _python_scalar(v, "where")
+    dt = dtypes.from_python(value) if like is None else like.dtype
+    if isinstance(value, float) and not dt.is_float:
         dt = dtypes.float32
-    return Tensor.full((), v, dt, device=device)
+    return Tensor.full((), value, dt, device=device)
 
 
 def _shape_args(shape: Sequence[int | Sequence[int]]) -> tuple[int, ...]:
@@ -777,6 +803,8 @@ def _shape_args(shape: Sequence[int | Sequence[int]]) -> tuple[int, ...]:
 
 
 def _numpy_dtype(data: Any, dtype: DType | None) -> tuple[np.ndarray[Any, Any], DType]:
+    if dtype is dtypes.bfloat16:
+        raise TensorError("Tensor: numpy has no bfloat16, so data cannot be given in it; cast a float32 tensor")
     if dtype is not None:
         return np.asarray(data, dtype=dtype.np_name), dtype
     if isinstance(data, np.ndarray):
@@ -787,8 +815,9 @@ def _numpy_dtype(data: Any, dtype: DType | None) -> tuple[np.ndarray[Any, Any], 
     arr = np.asarray(data)
     if arr.dtype.kind == "f":
         return arr.astype(np.float32), dtypes.float32  # Python floats become float32, as in PyTorch
-    if arr.dtype.kind in "iu":
-        return arr.astype(np.int32), dtypes.int32
+    if arr.dtype.kind in "iu":  # Python ints become int32, or int64 where int32 cannot hold them
+        fits = dtypes.int32.min <= arr.min() and arr.max() <= dtypes.int32.max
+        return (arr.astype(np.int32), dtypes.int32) if fits else (arr.astype(np.int64), dtypes.int64)
     if arr.dtype.kind == "b":
         return arr, dtypes.bool
     raise TensorError(f"Tensor: cannot make a tensor from {type(data).__name__} with numpy dtype {arr.dtype}")

@@ -17,6 +17,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 # --8<-- [start:default-cflags]
@@ -36,7 +37,7 @@ class CompileError(RuntimeError):
 
     def __init__(self, message: str, source: str) -> None:
         numbered = "\n".join(f"{n:4d} | {line}" for n, line in enumerate(source.splitlines(), 1))
-        super().__init__(f"{message.strip()}\n--- source ---\n{numbered}")
+        super().__init__(f"{message.strip()}\n--- source ---\n{numbered}" if source else message.strip())
         self.compiler_message, self.source = message, source
 
 
@@ -58,12 +59,16 @@ def cache_dir() -> Path:
 
 @functools.cache
 def compiler_identity(cc: str) -> str:
-    """The compiler's resolved path and version line: a different gcc must not reuse another's builds."""
-    path = shutil.which(cc)
+    """The compiler's resolved path and version line: a different gcc must not reuse another's builds.
+
+    CC may carry a wrapper or arguments (CC="ccache gcc"); each word that names a program is resolved."""
+    words = shlex.split(cc)
+    path = shutil.which(words[0]) if words else None
     if path is None:
         raise CompileError(f"C compiler {cc!r} not found; install gcc or set CC", "")
-    version = subprocess.run([path, "--version"], capture_output=True, text=True, check=False).stdout
-    return f"{os.path.realpath(path)}\n{version.splitlines()[0] if version else ''}"
+    version = subprocess.run([*words, "--version"], capture_output=True, text=True, check=False).stdout
+    resolved = [os.path.realpath(shutil.which(w) or w) for w in words]
+    return f"{' '.join(resolved)}\n{version.splitlines()[0] if version else ''}"
 
 
 @functools.cache
@@ -71,7 +76,8 @@ def native_target(cc: str, flags: str) -> str:
     """What -march=native means on this machine: a cache shared with another CPU must not reuse its builds."""
     if "-march=native" not in flags:
         return ""
-    done = subprocess.run([cc, "-march=native", "-Q", "--help=target"], capture_output=True, text=True, check=False)
+    cmd = [*shlex.split(cc), "-march=native", "-Q", "--help=target"]  # gcc's spelling; clang prints nothing
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     return "\n".join(
         line.strip() for line in done.stdout.splitlines() if line.strip().startswith(("-march=", "-mtune="))
     )
@@ -90,11 +96,18 @@ def _digest(path: Path) -> str:
 
 
 # --8<-- [start:cached-library]
+def entry_folder(key: str) -> Path:
+    return cache_dir() / key[:2] / key
+
+
 def cached_library(key: str) -> Path | None:
     """A verified library for `key`, or None; damaged files are deleted so the next build replaces them."""
-    folder = cache_dir() / key[:2] / key
-    for name in sorted(os.listdir(folder)) if folder.is_dir() else []:
-        path = folder / name
+    try:
+        names = sorted(os.listdir(entry_folder(key)))
+    except OSError:  # no entry yet, or removed meanwhile
+        return None
+    for name in names:
+        path = entry_folder(key) / name
         if not (name.startswith("lib-") and name.endswith(".so")):
             continue
         try:
@@ -113,11 +126,12 @@ def build_library(source: str) -> Path:
     found = cached_library(key)
     if found is not None:
         return found
-    folder = cache_dir() / key[:2] / key
+    folder = entry_folder(key)
     folder.mkdir(parents=True, exist_ok=True)
+    _sweep_abandoned_builds(folder)
     with tempfile.TemporaryDirectory(dir=folder, prefix="build-") as tmp:
         Path(tmp, "kernel.c").write_text(source)
-        cmd = [cc, *shlex.split(flags), "-shared", "-fPIC", "-o", "kernel.so", "kernel.c", "-lm"]
+        cmd = [*shlex.split(cc), *shlex.split(flags), "-shared", "-fPIC", "-o", "kernel.so", "kernel.c", "-lm"]
         done = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise CompileError(f"{shlex.join(cmd)} failed:\n{done.stderr}", source)
@@ -128,3 +142,17 @@ def build_library(source: str) -> Path:
 
 
 # --8<-- [end:cached-library]
+
+
+ABANDONED_AFTER_SECONDS = 3600  # no build takes an hour: a build folder this old belongs to a killed process
+
+
+def _sweep_abandoned_builds(folder: Path) -> None:
+    """Remove build folders left behind by processes killed mid-build; a live build's folder is young."""
+    now = time.time()
+    for old in folder.glob("build-*"):
+        try:
+            if now - old.stat().st_mtime > ABANDONED_AFTER_SECONDS:
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:
+            continue
