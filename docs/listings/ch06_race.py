@@ -22,6 +22,6 @@ source = render_c(Kernel("gemm", kernel))
 # The bug to avoid, made by hand: declare acc0 once, at the top of the function, and only reset it in the loop.
 lines = source.splitlines()
 mutant = [line.replace("float acc0 =", "acc0 =") for line in lines]
-mutant.insert(next(n for n, line in enumerate(lines) if line.startswith("void gemm")) + 1, "  float acc0;")
+mutant.insert(next(n for n, line in enumerate(lines) if "void gemm(" in line) + 1, "  float acc0;")
 print("\n".join(difflib.unified_diff(lines, mutant, "generated", "mutant", n=2, lineterm="")))
 # --8<-- [end:mutant]

@@ -12,6 +12,7 @@ import pytest
 
 from uopc.ir import AxisType, Ops, UOp, dtypes, simplify, substitute
 from uopc.lower import LowerError, Opts, apply_opts, rangeify
+from uopc.lower.opt import reduce_strides
 
 Gemm = Callable[[int, int, int], UOp]
 
@@ -150,3 +151,25 @@ def test_apply_opts_combines_all_three(gemm: Gemm) -> None:
 def test_no_opts_is_the_identity(gemm: Gemm) -> None:
     kernel = gemm_kernel(gemm, 4, 8, 6)
     assert apply_opts(kernel, Opts()) is kernel
+
+
+def _matmul(layout: str) -> UOp:
+    """C = A @ B with A and B stored so that the reduce axis k is contiguous or not."""
+    m, k, n = 8, 16, 4
+    a = (
+        UOp.buffer(1, m * k).reshape((m, 1, k))
+        if layout != "AtB"
+        else UOp.buffer(1, k * m).reshape((k, m)).permute((1, 0)).reshape((m, 1, k))
+    )
+    b = (
+        UOp.buffer(2, n * k).reshape((1, n, k))
+        if layout == "ABt"
+        else UOp.buffer(2, k * n).reshape((k, n)).permute((1, 0)).reshape((1, n, k))
+    )
+    return rangeify([(UOp.buffer(0, m * n), (a.expand((m, n, k)) * b.expand((m, n, k))).sum([2]))])
+
+
+@pytest.mark.parametrize(("layout", "strided"), [("ABt", [False, False]), ("AB", [False, True]), ("AtB", [True, True])])
+def test_reduce_strides_tell_the_matmul_layouts_apart(layout: str, strided: list[bool]) -> None:
+    """x @ W.T walks both operands along k; x @ W strides through W; x.T @ dy strides through both."""
+    assert sorted(reduce_strides(_matmul(layout))) == strided

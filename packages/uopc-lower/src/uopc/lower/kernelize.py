@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from uopc.ir import BufferArg, DType, Ops, PatternMatcher, UOp, UPat, graph_rewrite, sink, substitute, toposort
+from uopc.ir import BufferArg, DType, Ops, UOp, sink, substitute, toposort
 from uopc.lower.backend import Kernel, Step
 from uopc.lower.opt import apply_opts, choose_opts
 from uopc.lower.rangeify import rangeify
@@ -49,22 +49,24 @@ class Plan:
     executables: dict[str, Any] = field(default_factory=dict)  # backend name -> built kernels
 
 
-_drop_detach = PatternMatcher([(UPat(Ops.DETACH, src=(UPat.var("x"),)), lambda x: x)])
-
-
 # --8<-- [start:normalize]
 def normalize(roots: Sequence[UOp]) -> tuple[UOp, list[UOp]]:
     """The roots with every BUFFER renumbered by first use and DETACH removed, and the original buffers.
 
     Two graphs that differ only in which buffers they read normalize to the same node: the plan cache key.
     """
-    graph = sink(*roots)
-    detached = [u for u in graph.toposort() if u.op is Ops.DETACH]
-    if detached:  # the gradient is built already: a DETACH is now just its source
-        graph = graph_rewrite(graph, _drop_detach)
-    inputs = [u for u in graph.toposort() if u.op is Ops.BUFFER]
-    mapping = {b: UOp(Ops.BUFFER, b.dtype, (), BufferArg(i, b.arg.size)) for i, b in enumerate(inputs)}
-    return substitute(graph, mapping), inputs
+    inputs: list[UOp] = []
+    new: dict[UOp, UOp] = {}
+    for u in sink(*roots).toposort():  # one pass, sources first: each node is rebuilt from rebuilt sources
+        if u.op is Ops.BUFFER:
+            new[u] = UOp(Ops.BUFFER, u.dtype, (), BufferArg(len(inputs), u.arg.size))
+            inputs.append(u)
+        elif u.op is Ops.DETACH:  # the gradient is built already: a DETACH is now just its source
+            new[u] = new[u.src[0]]
+        else:
+            src = tuple(new[s] for s in u.src)
+            new[u] = u if src == u.src else u.replace(src=src)
+    return new[sink(*roots)], inputs
 
 
 # --8<-- [end:normalize]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from uopc.ir import AxisType, Ops, UOp, range_, simplify, sink, substitute
+from uopc.ir.symbolic import linear_terms
 from uopc.ir.uop import prod
 from uopc.lower.rangeify import LowerError
 
@@ -114,15 +115,37 @@ def thread(kernel: UOp, axis: int) -> UOp:
 THREAD_MIN_WORK = 1 << 18  # below this many inner iterations, starting threads costs more than it saves
 
 
+def reduce_strides(kernel: UOp) -> list[bool]:
+    """For each load a reduce loop drives, whether it strides: moves more than one element per iteration.
+
+    A matmul x @ W.T reads both operands along the reduce axis (no stride); x @ W reads W across rows, a
+    stride of its width; a weight gradient x.T @ dy strides through both. gcc vectorizes the first kind of
+    reduce loop well and the others badly (notes 31), and the best register tile differs between them.
+    """
+    reduces = {u for u in kernel.toposort() if u.op is Ops.RANGE and u.arg.kind in (AxisType.REDUCE, AxisType.UNROLL)}
+    out = []
+    for load in (u for u in kernel.toposort() if u.op is Ops.LOAD):
+        terms, _ = linear_terms(load.src[1])
+        for r in reduces:
+            stride = terms.get(r, 0)
+            hidden = any(r in t.toposort() for t in terms if t is not r)  # r inside a division or a product
+            if stride or hidden:
+                out.append(stride != 1 or hidden)
+    return out
+
+
 def choose_opts(kernel: UOp) -> Opts:
-    """A simple default: a register tile of up to 4x4 outputs in reduce kernels, and threads for big work."""
+    """A simple default, measured on a few matmul layouts (notes 31): a register tile in reduce kernels, 8x8
+    unless every load strides along the reduce (then 4x4), and threads for big work."""
     ranges = sorted((u for u in kernel.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg.axis)
     outputs = [r for r in ranges if r.arg.kind is AxisType.LOOP]
     work = prod(r.src[0].arg for r in ranges)
     upcast = {}
     if any(r.arg.kind is AxisType.REDUCE for r in ranges):
+        strides = reduce_strides(kernel)
+        factors = (4, 2) if strides and all(strides) else (8, 4, 2)
         for r in outputs[-2:]:
-            n = next((f for f in (4, 2) if r.src[0].arg % f == 0 and r.src[0].arg > f), None)
+            n = next((f for f in factors if r.src[0].arg % f == 0 and r.src[0].arg > f), None)
             if n is not None:
                 upcast[r.arg.axis] = n
     left = [r for r in outputs if r.src[0].arg // upcast.get(r.arg.axis, 1) > 1]

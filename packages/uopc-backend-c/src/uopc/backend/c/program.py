@@ -83,13 +83,21 @@ def check_arrays(fn: str, params: Sequence[CParam], arrays: Sequence[Any]) -> No
 
 
 def _check_no_overlap(fn: str, params: Sequence[CParam], arrays: Sequence[Any]) -> None:
-    """Parameters are declared restrict: an array a kernel writes must share no memory with another one."""
-    for i, (p, a) in enumerate(zip(params, arrays, strict=True)):
-        if p.const:
-            continue
-        for q, b in zip([*params[:i], *params[i + 1 :]], [*arrays[:i], *arrays[i + 1 :]], strict=True):
-            if np.may_share_memory(a, b):
-                raise ArgumentError(f"{fn}: {p.name} shares memory with {q.name}, but the kernel writes {p.name}")
+    """Parameters are declared restrict: an array a kernel writes must share no memory with another one.
+
+    The arrays are contiguous, so each is one address range; sorted by start, a range can only overlap the
+    ones that start before it ends."""
+    spans = sorted((a.ctypes.data, a.ctypes.data + a.nbytes, i) for i, a in enumerate(arrays))
+    for n, (_, end, i) in enumerate(spans):
+        for start, _, j in spans[n + 1 :]:
+            if start >= end:
+                break
+            p, q = params[i], params[j]
+            if not (p.const and q.const):
+                written, other = (p, q) if not p.const else (q, p)
+                raise ArgumentError(
+                    f"{fn}: {written.name} shares memory with {other.name}, but the kernel writes {written.name}"
+                )
 
 
 # --8<-- [end:check-arrays]
