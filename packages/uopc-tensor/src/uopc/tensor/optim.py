@@ -7,6 +7,7 @@ constant is compiled into the kernels, so a new value would need a new plan ever
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Sequence
 
 import numpy as np
@@ -31,7 +32,7 @@ def _scalar(value: float, device: str) -> Tensor:
 
 
 # --8<-- [start:optimizer]
-class Optimizer:
+class Optimizer(abc.ABC):
     """Holds the parameters; `zero_grad()` clears their gradients, `step()` updates them in one plan."""
 
     def __init__(self, params: Sequence[Tensor], lr: float) -> None:
@@ -87,11 +88,12 @@ class Optimizer:
         """Values shared by every parameter's update (Adam's step count); computed in the step's plan."""
         return []
 
-    def end_step(self, shared: list[Tensor]) -> None:
+    def end_step(self, shared: list[Tensor]) -> None:  # noqa: B027 - a hook: most optimizers share nothing
         """Adopt the shared values computed by the step."""
 
+    @abc.abstractmethod
     def update(self, p: Tensor, g: Tensor, state: State) -> tuple[Tensor, State]:
-        raise NotImplementedError
+        """The new value of parameter p with gradient g, and its new state."""
 
 
 # --8<-- [start:optimizers]
