@@ -95,3 +95,13 @@ def test_a_different_constant_is_a_different_plan() -> None:
         graph, _ = normalize([buf(9, 5) * c])
         cache.get(graph, opt=True)
     assert cache.made == 2
+
+
+def test_a_computed_subgraph_is_read_from_its_buffer_not_walked() -> None:
+    """A value computed before (a loss read with item(), say) must not be computed, or its inputs read, again."""
+    x, y = UOp.buffer(500, 6), UOp.buffer(501, 6)
+    doubled = (x * 2.0).exp()
+    graph, inputs = normalize([doubled.sum([0])], computed={doubled: y})
+    assert inputs == [y]  # x is not an input any more: nothing below the computed node was visited
+    assert not any(u.op in (Ops.MUL, Ops.EXP) for u in graph.toposort())
+    assert graph is normalize([y.sum([0])])[0]  # the same plan as reading y directly

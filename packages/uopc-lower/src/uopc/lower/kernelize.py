@@ -15,7 +15,7 @@ first use, so a training step that repeats on new data finds its plan in the cac
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,23 +50,30 @@ class Plan:
 
 
 # --8<-- [start:normalize]
-def normalize(roots: Sequence[UOp]) -> tuple[UOp, list[UOp]]:
+def normalize(roots: Sequence[UOp], computed: Mapping[UOp, UOp] | None = None) -> tuple[UOp, list[UOp]]:
     """The roots with every BUFFER renumbered by first use and DETACH removed, and the original buffers.
 
     Two graphs that differ only in which buffers they read normalize to the same node: the plan cache key.
+    A subgraph found in `computed` (a graph computed before -> the small graph of the buffer holding its
+    value) is read from that buffer instead of being walked and computed again.
     """
+    done = computed or {}
+    graph = sink(*roots)
     inputs: list[UOp] = []
     new: dict[UOp, UOp] = {}
-    for u in sink(*roots).toposort():  # one pass, sources first: each node is rebuilt from rebuilt sources
+    # one pass, sources first: each node is rebuilt from rebuilt sources; a computed subgraph is not entered
+    for u in toposort(graph, lambda x: done[x].toposort() if x in done else x.src):
         if u.op is Ops.BUFFER:
             new[u] = UOp(Ops.BUFFER, u.dtype, (), BufferArg(len(inputs), u.arg.size))
             inputs.append(u)
+        elif u in done:
+            new[u] = new[done[u]]
         elif u.op is Ops.DETACH:  # the gradient is built already: a DETACH is now just its source
             new[u] = new[u.src[0]]
         else:
             src = tuple(new[s] for s in u.src)
             new[u] = u if src == u.src else u.replace(src=src)
-    return new[sink(*roots)], inputs
+    return new[graph], inputs
 
 
 # --8<-- [end:normalize]

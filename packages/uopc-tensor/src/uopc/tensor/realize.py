@@ -14,7 +14,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from uopc.ir import BufferArg, DType, Ops, UOp, sink, substitute
+from uopc.ir import BufferArg, DType, Ops, UOp
 from uopc.lower import Backend, Plan, PlanCache, get_backend, normalize
 
 BUFFERS: weakref.WeakKeyDictionary[UOp, Any] = weakref.WeakKeyDictionary()
@@ -67,17 +67,11 @@ def _run_each(plan: Plan, exe: Any, buffers: list[Any]) -> None:
         print(f"  {kernel.name:32s} {times[0] * 1e3:9.3f} ms {gflops:9.2f} GFLOP/s{again}")
 
 
-def read_computed(roots: Sequence[UOp]) -> list[UOp]:
-    """The roots with each subgraph that was computed before replaced by its buffer: nothing runs twice."""
-    done = {u: COMPUTED[u] for u in sink(*roots).toposort() if u in COMPUTED}
-    return list(substitute(sink(*roots), done).src) if done else list(roots)
-
-
 # --8<-- [start:realize]
 def realize(roots: Sequence[UOp], device: str) -> list[UOp]:
     """Compute `roots` on `device`; returns a BUFFER node holding each root's value."""
     start = time.perf_counter()
-    graph, inputs = normalize(read_computed(roots))
+    graph, inputs = normalize(roots, COMPUTED)  # what was computed before is read, not recomputed
     plan, _ = PLANS.get(graph, optimizer_on())
     backend = get_backend(device)
     exe = _executable(plan, backend)
