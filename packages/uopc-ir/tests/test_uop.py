@@ -369,6 +369,18 @@ def test_comparison_operators_mean_what_python_means(a: int, b: int) -> None:
     assert results == [a < b, a > b, a <= b, a >= b, a == b, a != b]
 
 
+FLOAT_EDGES = [math.nan, -math.inf, -1.5, -0.0, 0.0, 1.5, math.inf]
+
+
+@pytest.mark.parametrize(("a", "b"), list(product(FLOAT_EDGES, FLOAT_EDGES)))
+def test_float_comparisons_follow_ieee_with_nan_and_signed_zeros(a: float, b: float) -> None:
+    # every comparison with a NaN is false but !=; "a <= b" written as "not a > b" would be true for NaN
+    x, y = UOp.const(a), UOp.const(b)
+    results = [run(r).arg for r in (x < y, x > y, x <= y, x >= y, x.eq(y), x.ne(y))]
+    assert results == [a < b, a > b, a <= b, a >= b, a == b, a != b]
+    assert [run(x <= b).arg, run(x >= b).arg] == [a <= b, a >= b]  # a Python float on the right
+
+
 def test_scalar_operands_take_the_other_sides_dtype() -> None:
     x = param(0, dtypes.int8)
     assert (x + 1).src[1].dtype is dtypes.int8

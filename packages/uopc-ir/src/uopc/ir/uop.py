@@ -364,10 +364,15 @@ class UOp:
         other = x if isinstance(x, UOp) else self.const_like(x)
         return other.alu(Ops.CMPLT, self)
 
+    # "not a > b" is one op, but true where a or b is NaN; floats need "a < b or a == b" (false for NaN)
     def __le__(self, x: UOp | ConstValue) -> UOp:
+        if self.scalar_dtype.is_float:
+            return self.__lt__(x) | self.eq(x)
         return self.__gt__(x).logical_not()
 
     def __ge__(self, x: UOp | ConstValue) -> UOp:
+        if self.scalar_dtype.is_float:
+            return self.__gt__(x) | self.eq(x)
         return self.__lt__(x).logical_not()
 
     def __and__(self, x: UOp | ConstValue) -> UOp:
