@@ -36,26 +36,31 @@ def _reduce_grad(u: UOp, g: UOp) -> tuple[UOp | None, ...]:
     spread = g.expand(x.shape)
     if u.arg[0] is Ops.ADD:
         return (spread,)
-    if u.arg[0] in (Ops.MAX, Ops.MIN):  # to the arg-max (or min); ties share it equally
-        hit = x.eq(u.expand(x.shape)).cast(x.scalar_dtype)
+    if u.arg[0] in (Ops.MAX, Ops.MIN):  # to the arg-max (or min); ties share it; a NaN result goes to the NaNs
+        hit = (x.eq(u.expand(x.shape)) | x.ne(x)).cast(x.scalar_dtype)
         count = hit.sum(u.arg[1]).expand(x.shape)
         return (spread * hit / count,)
     raise NotImplementedError(f"no gradient for a REDUCE_AXIS with {u.arg[0].name}")
 
 
 def _extreme_grad(u: UOp, g: UOp) -> tuple[UOp | None, ...]:
-    """MAX and MIN: the gradient goes to the operand that was chosen; a tie splits it in half."""
+    """MAX and MIN: the gradient goes to each operand that was not beaten; a tie splits it in half. With a
+    NaN neither is beaten and both get it, as in PyTorch."""
     a, b = u.src
-    half = _const(g, 0.5)
-    a_wins = (b < a) if u.op is Ops.MAX else (a < b)
-    tie = a.eq(b)
+    a_beaten, b_beaten = (a < b, b < a) if u.op is Ops.MAX else (b < a, a < b)
+    share = a.eq(b).where(g * _const(g, 0.5), g)
     zero = _const(g, 0.0)
-    return (a_wins.where(g, tie.where(g * half, zero)), a_wins.where(zero, tie.where(g * half, g)))
+    return (a_beaten.where(zero, share), b_beaten.where(zero, share))
 
 
 def _pow_grad(u: UOp, g: UOp) -> tuple[UOp | None, ...]:
+    """PyTorch's conventions at a = 0, where the textbook forms multiply 0 by an infinity: x ** 0 is
+    constant, so its d/da is 0 (not 0 * 0 ** -1); d/db is 0 where a = 0 and b >= 0 (not 0 * log 0)."""
     a, b = u.src
-    return (g * b * (a ** (b - _const(b, 1.0))), g * u * a.log())
+    zero = _const(g, 0.0)
+    d_a = b.eq(zero).where(zero, g * b * (a ** (b - _const(b, 1.0))))
+    d_b = (a.eq(zero) & (b >= zero)).where(zero, g * u * a.log())
+    return (d_a, d_b)
 
 
 # --8<-- [end:special-rules]

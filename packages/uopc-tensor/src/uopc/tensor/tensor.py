@@ -405,10 +405,12 @@ class Tensor:
         return self._binary(Ops.CMPLT, x, "gt", reverse=True)
 
     def __le__(self, x: Operand) -> Tensor:
-        return (self > x).logical_not()
+        a, b, sources = self._operands(x, "le")
+        return self._derive(a <= b, *sources)  # UOp's <= is false where either side is NaN
 
     def __ge__(self, x: Operand) -> Tensor:
-        return (self < x).logical_not()
+        a, b, sources = self._operands(x, "ge")
+        return self._derive(a >= b, *sources)
 
     def __eq__(self, x: Operand) -> Tensor:  # type: ignore[override]
         return self._binary(Ops.CMPEQ, x, "eq")
@@ -459,12 +461,17 @@ class Tensor:
         return Tensor.full(t.shape, 0.0 if t.dtype.is_float else 0, t.dtype, device=t.device)
 
     def abs(self) -> Tensor:
-        """|x| = x * sign(x), so the gradient at 0 is sign(0) = 0, as in PyTorch."""
-        return self * self.sign()
+        """|x| = x * u, u being -1, 1, or x itself at 0 and NaN: the gradient at 0 is u = 0, as in PyTorch,
+        |-0.0| = -0.0 * -0.0 = +0.0 and |NaN| = NaN, as in numpy."""
+        if not self.dtype.is_float:
+            return self * self.sign()
+        return self * (self > 0).where(1.0, (self < 0).where(-1.0, self.detach()))
 
     def sign(self) -> Tensor:
-        """-1, 0 or 1 in the tensor's dtype; it carries no gradient (its derivative is 0 almost everywhere)."""
-        return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
+        """-1, 0 or 1 in the tensor's dtype, and NaN for NaN (as in numpy); it carries no gradient (its
+        derivative is 0 almost everywhere)."""
+        steps = (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
+        return self.isnan().where(self.detach(), steps) if self.dtype.is_float else steps
 
     def exp(self) -> Tensor:
         return self._unary(Ops.EXP)
@@ -487,23 +494,58 @@ class Tensor:
     def square(self) -> Tensor:
         return self * self
 
+    def _float_math(self) -> tuple[Tensor, DType]:
+        """This tensor in the dtype that float functions compute in, and the dtype of their result.
+
+        float32 and float64 compute as they are; float16 and bfloat16 compute in float32 and are rounded
+        back once, at the end; integers and bools give float32, as in PyTorch."""
+        if self.dtype in (dtypes.float32, dtypes.float64):
+            return self, self.dtype
+        return self.float(), self.dtype if self.dtype.is_float else dtypes.float32
+
+    def _minus_abs(self) -> Tensor:
+        """-|x|, differentiated as the side of 0 it is on (abs's own gradient is 0 at 0, which would give
+        sigmoid a gradient of 0 there)."""
+        return (self < 0).where(self, -self)
+
     # --8<-- [start:activations]
     def sigmoid(self) -> Tensor:
-        return 1.0 / (1.0 + (-self.float()).exp())
+        """1 / (1 + e^-x), built from e = e^-|x| <= 1: no step overflows, so no 0 * inf spoils the gradient."""
+        x, out = self._float_math()
+        e = x._minus_abs().exp()
+        s = 1.0 / (1.0 + e)  # sigmoid(|x|); sigmoid(-|x|) = e * s
+        return (x < 0).where(e * s, s).cast(out)
 
     def tanh(self) -> Tensor:
-        return 2.0 * (2.0 * self.float()).sigmoid() - 1.0
+        """(1 - e) / (1 + e) with e = e^-2|x| <= 1, signed like x. Near 0, where 1 - e cancels, a Taylor
+        polynomial instead: it keeps tanh(1e-10) = 1e-10 (to float64's precision below |x| = 1/16)."""
+        x, out = self._float_math()
+        small = x.abs() < 0.0625
+        xs = small.where(x, 0.0)  # the polynomial sees only small x, so nothing in it can overflow
+        x2 = xs * xs
+        poly = xs * (1.0 + x2 * (-1 / 3 + x2 * (2 / 15 + x2 * (-17 / 315 + x2 * (62 / 2835)))))
+        e = (2.0 * x._minus_abs()).exp()
+        t = (1.0 - e) / (1.0 + e)
+        return small.where(poly, (x < 0).where(-t, t)).cast(out)
 
     def relu(self) -> Tensor:
-        return (self > 0).where(self, 0.0 if self.dtype.is_float else 0)
+        """max(x, 0) with NaN kept and gradient 0 at 0, as in PyTorch."""
+        return (self <= 0).where(0.0 if self.dtype.is_float else 0, self)
 
     def gelu(self) -> Tensor:
-        """GELU with the tanh approximation (PyTorch's approximate='tanh')."""
-        x = self.float()
-        return 0.5 * x * (1.0 + (math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
+        """GELU with the tanh approximation (PyTorch's approximate='tanh').
+
+        0.5 x (1 + tanh z) is written x sigmoid(2z), which does not cancel for negative x. z comes from x
+        clamped to [-30, 30]: beyond it sigmoid(2z) is exactly 0 or 1 even in float64, and the clamp keeps
+        x^3 and its derivative finite."""
+        x, out = self._float_math()
+        xc = x.maximum(-30.0).minimum(30.0)
+        z = math.sqrt(2.0 / math.pi) * (xc + 0.044715 * xc * xc * xc)
+        return (x * (2.0 * z).sigmoid()).cast(out)
 
     def silu(self) -> Tensor:
-        return self * self.sigmoid()
+        x, out = self._float_math()
+        return (x * x.sigmoid()).cast(out)
 
     # --8<-- [end:activations]
 
@@ -511,8 +553,7 @@ class Tensor:
     # --8<-- [start:reductions]
     def _reduce(self, op: Ops, axis: AxisArg, keepdim: bool, name: str) -> Tensor:
         axes = _axes(axis, self.shape, name)
-        narrow = self.dtype.is_bool or (self.dtype.is_int and self.dtype.itemsize < 4)
-        x = self.cast(dtypes.int32) if narrow and op is Ops.ADD else self  # sums of bools and int8s count up
+        x = self.cast(_sum_dtype(self.dtype)) if op is Ops.ADD else self
         if not axes:
             return x
         out = x._derive(x.uop.reduce(op, axes), x)
@@ -535,18 +576,25 @@ class Tensor:
         return self._reduce(Ops.MIN, axis, keepdim, "min")
 
     def mean(self, axis: AxisArg = None, keepdim: bool = False) -> Tensor:
-        return self.float().sum(axis, keepdim) / float(self._count(axis, "mean"))
+        """Integers: their exact int64 sum, divided as float32. Floats: as `_float_math` says."""
+        n = float(self._count(axis, "mean"))
+        if not self.dtype.is_float:
+            return self.sum(axis, keepdim).float() / n
+        x, out = self._float_math()
+        return (x.sum(axis, keepdim) / n).cast(out)
 
     def var(self, axis: AxisArg = None, keepdim: bool = False, correction: int = 1) -> Tensor:
         """Variance with Bessel's correction by default (correction=1, as in PyTorch); 0 gives numpy's."""
         n = self._count(axis, "var")
-        centered = self.float() - self.float().mean(axis, keepdim=True)
-        return centered.square().sum(axis, keepdim) / float(max(n - correction, 0))
+        x, out = self._float_math()
+        centered = x - x.mean(axis, keepdim=True)
+        return (centered.square().sum(axis, keepdim) / float(max(n - correction, 0))).cast(out)
 
     # --8<-- [end:reductions]
 
     def std(self, axis: AxisArg = None, keepdim: bool = False, correction: int = 1) -> Tensor:
-        return self.var(axis, keepdim, correction).sqrt()
+        x, out = self._float_math()
+        return x.var(axis, keepdim, correction).sqrt().cast(out)
 
     def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
         """The index of the first largest value along `axis` (of the flattened tensor when None), as int32."""
@@ -572,6 +620,8 @@ class Tensor:
     # --8<-- [start:stable]
     def logsumexp(self, axis: AxisArg = -1, keepdim: bool = False) -> Tensor:
         m = self.max(axis, keepdim=True).detach()
+        if self.dtype.is_float:  # an infinite max would give inf - inf = NaN: shift by 0 instead, as PyTorch
+            m = (m.abs() == math.inf).where(0.0, m)  # does; the sum is then 0 or inf, its log -inf or inf
         out = (self - m).exp().sum(axis, keepdim=True).log() + m
         return out if keepdim else out.reshape(self._reduced_shape(_axes(axis, self.shape, "logsumexp")))
 
@@ -603,7 +653,9 @@ class Tensor:
             raise TensorError(
                 f"cross_entropy: logits {self.shape} need labels of shape {self.shape[:-1]}, got {labels.shape}"
             )
-        picked = self.log_softmax(-1) * labels.one_hot(self.shape[-1]).float()
+        # select, not multiply by the one-hot: a class masked out by a -inf logit has log-probability -inf,
+        # and -inf * 0 is NaN
+        picked = labels.one_hot(self.shape[-1]).cast(dtypes.bool).where(self.log_softmax(-1), 0.0)
         return -picked.sum(-1).mean()
 
     # --8<-- [end:stable]
@@ -756,7 +808,8 @@ class Tensor:
             raise TensorError(
                 f"matmul: inner dimensions differ: {self.shape} @ {w.shape} ({x.shape[-1]} vs {y.shape[-2]})"
             )
-        out = (x.unsqueeze(-2) * y.transpose(-2, -1).unsqueeze(-3)).sum(-1)
+        products = x.unsqueeze(-2) * y.transpose(-2, -1).unsqueeze(-3)
+        out = products.sum(-1).cast(products.dtype)  # numpy's matmul keeps an integer dtype; sum widens it
         if self.ndim == 1:
             out = out.squeeze(-2)
         return out.squeeze(-1) if w.ndim == 1 else out
@@ -768,6 +821,13 @@ class Tensor:
 
     def dot(self, w: Tensor) -> Tensor:
         return self.matmul(w)
+
+
+def _sum_dtype(dt: DType) -> DType:
+    """numpy's: bools and signed integers sum in int64, unsigned integers in uint64, floats in their dtype."""
+    if dt.is_float:
+        return dt
+    return dtypes.uint64 if dt.kind == "uint" else dtypes.int64
 
 
 def _python_scalar(v: Any, op: str) -> Scalar:
