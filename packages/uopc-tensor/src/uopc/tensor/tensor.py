@@ -593,8 +593,12 @@ class Tensor:
     # --8<-- [end:reductions]
 
     def std(self, axis: AxisArg = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+        """sqrt(var), with gradient 0 where the values are all equal, as in PyTorch: there d sqrt(v)/dv is
+        infinite and the centered values are 0, so the plain chain rule would give 0 * inf = NaN."""
         x, out = self._float_math()
-        return x.var(axis, keepdim, correction).sqrt().cast(out)
+        v = x.var(axis, keepdim, correction)
+        flat = v == 0
+        return flat.where(0.0, flat.where(1.0, v).sqrt()).cast(out)
 
     def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
         """The index of the first largest value along `axis` (of the flattened tensor when None), as int32."""
@@ -630,7 +634,10 @@ class Tensor:
         return e / e.sum(axis, keepdim=True)
 
     def log_softmax(self, axis: int = -1) -> Tensor:
-        return self - self.logsumexp(axis, keepdim=True)
+        """Shifted by the maximum as softmax is (not by logsumexp's, which is 0 for an infinite maximum), so
+        it is NaN exactly where softmax is, as in PyTorch."""
+        shifted = self - self.max(axis, keepdim=True).detach()
+        return shifted - shifted.exp().sum(axis, keepdim=True).log()
 
     def one_hot(self, num_classes: int) -> Tensor:
         """A new last axis of length num_classes, 1 at each label and 0 elsewhere (int32)."""
