@@ -486,3 +486,70 @@ def test_a_pickled_tensor_holds_its_values() -> None:
     np.testing.assert_array_equal(loaded.numpy(), [[3.0, -4.0]])
     leaf = pickle.loads(pickle.dumps(Tensor(np.ones(2, np.float16), requires_grad=True)))
     assert leaf.requires_grad and leaf.dtype is dtypes.float16
+
+
+# ---- augmented assignment ----
+
+
+def test_augmented_assignment_changes_the_tensor_itself() -> None:
+    """`p -= lr * g` rebound the loop variable only: the model's parameter never changed."""
+    x = Tensor(A)
+    alias = x
+    x += 1.0
+    x *= Tensor(np.array([2.0, 1.0, -1.0], np.float32))
+    i = Tensor(np.array([7, -7], np.int32))
+    same_i = i
+    i //= 2
+    i **= 2
+    i ^= 1
+    b = Tensor(np.array([True, False]))
+    same_b = b
+    b |= Tensor(np.array([False, True]))
+    b &= True
+    np.testing.assert_array_equal(alias.numpy(), (A + 1) * [2.0, 1.0, -1.0])
+    np.testing.assert_array_equal(same_i.numpy(), ((np.array([7, -7], np.int32) // 2) ** 2) ^ 1)
+    np.testing.assert_array_equal(same_b.numpy(), [True, True])
+
+
+def test_a_manual_sgd_step_updates_the_model() -> None:
+    Tensor.manual_seed(0)
+    model = Linear(3, 2)
+    before = model.weight.numpy()
+    model(Tensor(np.ones((4, 3), np.float32))).sum().backward()
+    for p in model.parameters():
+        with pytest.raises(TensorError, match="on a leaf that requires grad"):
+            p -= 0.1 * cast(Tensor, p.grad)  # noqa: PLW2901 - in place, as in PyTorch, and refused outside no_grad
+    with Tensor.no_grad():
+        for p in model.parameters():
+            p -= 0.1 * cast(Tensor, p.grad)  # noqa: PLW2901 - changes the parameter itself
+    assert model.weight.requires_grad and model.weight.dtype is dtypes.float32
+    np.testing.assert_allclose(model.weight.numpy(), before - 0.1 * 4.0, rtol=1e-6)  # d sum / d w = 4 (batch)
+    model(Tensor(np.ones((1, 3), np.float32))).sum().backward()  # still a leaf that backward reaches
+    assert model.weight.grad is not None
+
+
+def test_augmented_assignment_keeps_shape_dtype_and_gradients() -> None:
+    x = Tensor(np.array([1.0, 2.0], np.float32), requires_grad=True)
+    h = x * 3.0
+    h += x  # an intermediate may change: the gradient goes through both terms
+    h.sum().backward()
+    assert x.grad is not None
+    np.testing.assert_array_equal(x.grad.numpy(), [4.0, 4.0])
+    i = Tensor(np.array([1, 2], np.int32))
+    with pytest.raises(TensorError, match=r"/=: the result, float32 of shape \(2,\), would not fit the tensor, int32"):
+        i /= 2
+    row = Tensor(np.ones(3, np.float32))
+    with pytest.raises(TensorError, match=r"\(2, 3\), would not fit"):
+        row += Tensor(A)
+    with pytest.raises(TypeError):
+        row += "a"
+
+
+def test_a_leaf_can_be_marked_twice() -> None:
+    """The leaves were a WeakSet, which compares two weak references by the tensors' ==: elementwise, so
+    marking a tensor again raised 'ambiguous' once bool() of a tensor stopped being always True."""
+    t = Tensor(np.ones(3, np.float32), requires_grad=True)
+    t.requires_grad_().requires_grad_()
+    (t * 2).sum().backward()
+    assert t.grad is not None
+    np.testing.assert_array_equal(t.grad.numpy(), [2.0, 2.0, 2.0])

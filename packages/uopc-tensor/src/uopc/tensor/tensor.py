@@ -138,7 +138,8 @@ class Tensor:
 
     _rng: ClassVar[np.random.Generator] = np.random.default_rng()
     _grad_enabled: ClassVar[bool] = True
-    _leaves: ClassVar[weakref.WeakSet[Tensor]] = weakref.WeakSet()
+    _leaves: ClassVar[weakref.WeakValueDictionary[int, Tensor]] = weakref.WeakValueDictionary()
+    """Leaves by id: a WeakSet would compare two tensors with ==, which is elementwise."""
 
     def __init__(
         self,
@@ -251,7 +252,7 @@ class Tensor:
             self.realize()
         self.requires_grad = value
         if value:
-            Tensor._leaves.add(self)
+            Tensor._leaves[id(self)] = self
         return self
 
     def _derive(self, uop: UOp, *sources: Tensor) -> Tensor:
@@ -346,7 +347,7 @@ class Tensor:
         if not self.dtype.is_float:
             raise TensorError(f"backward() needs a float loss, this one is {self.dtype.name}")
         in_graph = set(self.uop.toposort())
-        leaves = [t for t in Tensor._leaves if t.requires_grad and t.uop in in_graph]
+        leaves = [t for t in Tensor._leaves.values() if t.requires_grad and t.uop in in_graph]
         grads = compute_gradients(self.uop, [t.uop for t in leaves])
         for t in leaves:
             if t.uop in grads:
@@ -611,6 +612,68 @@ class Tensor:
 
     def __abs__(self) -> Tensor:
         return self.abs()
+
+    # --8<-- [start:in-place]
+    def _assign(self, new: Tensor, op: str) -> Tensor:
+        """`t op= x` changes t itself, as in numpy and PyTorch, so every name for t sees the new value: `p -= lr * g`
+        on a model's parameter updates the model. (Python would otherwise rebind the name `p` alone, and the model
+        would never change.) A view is a new tensor, though: `row = t[0]; row += 1` leaves t as it was."""
+        if new.shape != self.shape or new.dtype is not self.dtype:
+            raise TensorError(
+                f"{op}: the result, {new.dtype.name} of shape {new.shape}, would not fit the tensor, "
+                f"{self.dtype.name} of shape {self.shape}; write t = t {op[:-1]} x for a new tensor"
+            )
+        leaf = self.requires_grad and Tensor._leaves.get(id(self)) is self
+        if leaf and Tensor._grad_enabled:
+            raise TensorError(f"{op} on a leaf that requires grad: update it inside `with Tensor.no_grad():`")
+        self.uop = new.realize().uop if leaf else new.uop  # a leaf stays a buffer, as requires_grad_ made it
+        self.requires_grad = leaf or new.requires_grad
+        return self
+
+    @_operator
+    def __iadd__(self, x: Operand) -> Tensor:
+        return self._assign(self + x, "+=")
+
+    @_operator
+    def __isub__(self, x: Operand) -> Tensor:
+        return self._assign(self - x, "-=")
+
+    @_operator
+    def __imul__(self, x: Operand) -> Tensor:
+        return self._assign(self * x, "*=")
+
+    @_operator
+    def __itruediv__(self, x: Operand) -> Tensor:
+        return self._assign(self / x, "/=")
+
+    @_operator
+    def __ifloordiv__(self, x: Operand) -> Tensor:
+        return self._assign(self // x, "//=")
+
+    @_operator
+    def __imod__(self, x: Operand) -> Tensor:
+        return self._assign(self % x, "%=")
+
+    @_operator
+    def __ipow__(self, x: Operand) -> Tensor:
+        return self._assign(self**x, "**=")
+
+    @_operator
+    def __iand__(self, x: Operand) -> Tensor:
+        return self._assign(self & x, "&=")
+
+    @_operator
+    def __ior__(self, x: Operand) -> Tensor:
+        return self._assign(self | x, "|=")
+
+    @_operator
+    def __ixor__(self, x: Operand) -> Tensor:
+        return self._assign(self ^ x, "^=")
+
+    def __imatmul__(self, w: object) -> Tensor:
+        return self._assign(self.matmul(w), "@=") if isinstance(w, Tensor) else cast(Tensor, NotImplemented)
+
+    # --8<-- [end:in-place]
 
     def isnan(self) -> Tensor:
         """True where the value is NaN, the one value not equal to itself."""
