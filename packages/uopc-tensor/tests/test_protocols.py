@@ -553,3 +553,36 @@ def test_a_leaf_can_be_marked_twice() -> None:
     (t * 2).sum().backward()
     assert t.grad is not None
     np.testing.assert_array_equal(t.grad.numpy(), [2.0, 2.0, 2.0])
+
+
+# ---- arguments that were read as something else ----
+
+
+@pytest.mark.parametrize(
+    ("call", "fragment"),
+    [
+        (lambda x: x.shrink([(0, 2), (0.5, 2)]), r"shrink: \(0.5, 2\) is not a pair of integers"),  # kept [0, 2)
+        (lambda x: x.shrink([(0, True), None]), r"shrink: \(0, True\) is not a pair of integers"),
+        (lambda x: x.pad([(0, 0), (0.5, 1)]), r"pad: \(0.5, 1\) is not a pair of integers"),  # padded 0 before
+        (lambda x: x.unsqueeze(cast(Any, True)), "unsqueeze: dim True is not an integer"),  # was dim 1
+        (lambda x: x.cast(dtypes.int32).one_hot(cast(Any, 2.5)), "num_classes must be a positive integer, got 2.5"),
+        (lambda x: x.cast(dtypes.int32).one_hot(cast(Any, True)), "num_classes must be a positive integer, got True"),
+        (lambda x: x.sum().backward(), "depends on no tensor that requires grad"),  # torch raises too
+        (lambda x: x.matmul(cast(Any, [[1.0]])), "matmul: needs a tensor, got a list"),
+        (lambda x: x.cross_entropy(cast(Any, [0, 1])), "labels must be a tensor, got a list"),
+    ],
+)
+def test_arguments_of_the_wrong_kind_are_refused(call: Callable[[Tensor], Any], fragment: str) -> None:
+    """Each of these once did something else without a word (the comment says what), or failed with an
+    AttributeError."""
+    with pytest.raises(TensorError, match=fragment):
+        call(Tensor(np.abs(A)))
+
+
+def test_backward_in_no_grad_is_refused() -> None:
+    w = Tensor(np.ones(2, np.float32), requires_grad=True)
+    with Tensor.no_grad():
+        loss = (w * 2).sum()
+    with pytest.raises(TensorError, match="made in no_grad"):
+        loss.backward()
+    assert w.grad is None

@@ -346,6 +346,8 @@ class Tensor:
             raise TensorError(f"backward() needs a scalar loss, this tensor has shape {self.shape}; reduce it first")
         if not self.dtype.is_float:
             raise TensorError(f"backward() needs a float loss, this one is {self.dtype.name}")
+        if not self.requires_grad:  # there would be no gradient anywhere, and nothing would say so
+            raise TensorError("backward(): the loss depends on no tensor that requires grad, or was made in no_grad")
         in_graph = set(self.uop.toposort())
         leaves = [t for t in Tensor._leaves.values() if t.requires_grad and t.uop in in_graph]
         grads = compute_gradients(self.uop, [t.uop for t in leaves])
@@ -844,6 +846,8 @@ class Tensor:
         """A new last axis of length num_classes, 1 at each label and 0 elsewhere (int32)."""
         if not self.dtype.is_int:
             raise TensorError(f"one_hot needs integer labels, got {self.dtype.name}")
+        if not _is_index(num_classes) or num_classes < 1:
+            raise TensorError(f"one_hot: num_classes must be a positive integer, got {num_classes!r}")
         labels = self.realize().numpy()  # labels are data: a bad one would silently be an all-zero row
         if labels.min() < 0 or labels.max() >= num_classes:
             raise TensorError(
@@ -855,6 +859,8 @@ class Tensor:
 
     def cross_entropy(self, labels: Tensor) -> Tensor:
         """Mean cross-entropy of these logits (..., classes) against integer class labels (...)."""
+        if not isinstance(labels, Tensor):
+            raise TensorError(f"cross_entropy: labels must be a tensor, got a {type(labels).__name__}")
         if not labels.dtype.is_int:
             raise TensorError(f"cross_entropy: labels must be integer class indices, got {labels.dtype.name}")
         if labels.shape != self.shape[:-1]:
@@ -919,7 +925,7 @@ class Tensor:
         """Keep [begin, end) of each axis (None keeps the whole axis)."""
         if len(bounds) != self.ndim:
             raise TensorError(f"shrink: {len(bounds)} bounds for a tensor with {self.ndim} dimensions")
-        arg = [(0, s) if b is None else b for b, s in zip(bounds, self.shape, strict=True)]
+        arg = _int_pairs("shrink", [(0, s) if b is None else b for b, s in zip(bounds, self.shape, strict=True)])
         if any(not 0 <= b < e <= s for (b, e), s in zip(arg, self.shape, strict=True)):
             raise TensorError(f"shrink: bounds {arg} do not fit {self.shape}")
         return self._derive(self.uop.shrink(arg), self)
@@ -929,6 +935,7 @@ class Tensor:
         """Pad each axis by (before, after) elements of `value`; negative widths cut elements off instead."""
         if len(padding) != self.ndim:
             raise TensorError(f"pad: {len(padding)} (before, after) pairs for a tensor with {self.ndim} dimensions")
+        padding = _int_pairs("pad", padding)
         cut = [(max(0, -b), s - max(0, -a)) for (b, a), s in zip(padding, self.shape, strict=True)]
         if any(b >= e for b, e in cut):
             raise TensorError(f"pad: widths {list(padding)} remove every element of {self.shape}")
@@ -954,6 +961,8 @@ class Tensor:
         return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes or s != 1))
 
     def unsqueeze(self, dim: int) -> Tensor:
+        if not _is_index(dim):
+            raise TensorError(f"unsqueeze: dim {dim!r} is not an integer")
         d = dim if dim >= 0 else self.ndim + 1 + dim
         if not 0 <= d <= self.ndim:
             raise TensorError(f"unsqueeze: dim {dim} is out of range for {self.ndim} dimensions")
@@ -1013,6 +1022,8 @@ class Tensor:
     # --8<-- [start:matmul]
     def matmul(self, w: Tensor) -> Tensor:
         """Matrix product with numpy's rules: 1-D operands get an axis, leading axes broadcast."""
+        if not isinstance(w, Tensor):
+            raise TensorError(f"matmul: needs a tensor, got a {type(w).__name__}")
         if self.ndim == 0 or w.ndim == 0:
             raise TensorError(f"matmul: operands must have at least 1 dimension, got {self.shape} and {w.shape}")
         x = self.unsqueeze(0) if self.ndim == 1 else self
@@ -1086,6 +1097,14 @@ def _shape_args(shape: Sequence[int | Sequence[int]]) -> tuple[int, ...]:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         return tuple(operator.index(s) for s in shape[0])
     return tuple(operator.index(s) for s in shape)  # type: ignore[arg-type]
+
+
+def _int_pairs(op: str, pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """(begin, end) or (before, after) pairs of integers: a float would be truncated inside the IR."""
+    for pair in pairs:
+        if not all(_is_index(v) for v in pair):
+            raise TensorError(f"{op}: {pair!r} is not a pair of integers")
+    return [(operator.index(a), operator.index(b)) for a, b in pairs]
 
 
 def _sizes(op: str, shape: Sequence[int | Sequence[int]]) -> tuple[int, ...]:
