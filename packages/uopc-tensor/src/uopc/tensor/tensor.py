@@ -454,7 +454,7 @@ class Tensor:
                 raise TensorError(
                     f"{op}: the constant {value} does not fit the tensor's {dt.name}; cast the tensor first"
                 )
-            a, b = self.cast(dt).uop, UOp.const(round_to(dt, value), dt)
+            a, b = self.cast(dt).uop, UOp.const(_constant(value, dt, op), dt)  # refuses 1e6 for float16
             sources = [self]
         return (b, a, sources) if reverse else (a, b, sources)
 
