@@ -1186,8 +1186,9 @@ def _fitted(arr: np.ndarray[Any, Any], dt: DType) -> np.ndarray[Any, Any]:
             )
     with np.errstate(over="ignore"):
         out = arr.astype(dt.np_name, copy=False)
-    if dt.is_float and (np.isinf(out) & np.isfinite(arr)).any():
-        raise TensorError(f"Tensor: values up to {np.abs(arr).max()} are beyond the range of {dt.name}")
+    overflow = np.isinf(out) & np.isfinite(arr) if dt.is_float else None
+    if overflow is not None and overflow.any():
+        raise TensorError(f"Tensor: values such as {arr[overflow].flat[0]} are beyond the range of {dt.name}")
     return out
 
 
