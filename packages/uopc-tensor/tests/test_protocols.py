@@ -592,7 +592,8 @@ def test_a_float_constant_beyond_the_tensors_float_type_is_refused() -> None:
     """f16 * 1e6 rounded the constant to inf first (numpy does so too, with an overflow warning): the
     product of 0.001 and 1e6 was inf. Integers out of range were refused already."""
     h = Tensor(np.array([1e-3, 2.0], np.float16))
-    for call in (lambda: h * 1e6, lambda: 1e6 * h, lambda: h < 7e4, lambda: h.maximum(-1e5)):
+    calls: list[Callable[[], Any]] = [lambda: h * 1e6, lambda: 1e6 * h, lambda: h < 7e4, lambda: h.maximum(-1e5)]
+    for call in calls:
         with pytest.raises(TensorError, match="beyond the range of float16"):
             call()
     np.testing.assert_array_equal((h + math.inf).numpy(), [np.inf, np.inf])  # inf itself is a float16 value
