@@ -424,3 +424,16 @@ def test_load_state_dict_names_missing_extra_and_misshapen_keys() -> None:
     np.testing.assert_array_equal(lin.weight.numpy(), before)  # a rejected checkpoint changes nothing
     lin.load_state_dict(good)
     np.testing.assert_array_equal(lin.weight.numpy(), good["weight"])
+
+
+def test_load_state_dict_refuses_values_the_parameters_cannot_hold() -> None:
+    """A float64 checkpoint value beyond float32 became inf, without a word, through astype."""
+    lin = Linear(3, 2)
+    before = lin.weight.numpy()
+    huge = {"weight": np.full((2, 3), 1e39), "bias": np.zeros(2)}
+    with pytest.raises(TensorError, match="beyond the range of float32"):
+        lin.load_state_dict(huge)
+    np.testing.assert_array_equal(lin.weight.numpy(), before)
+    lin.load_state_dict({"weight": np.full((2, 3), 0.1), "bias": np.ones(2)})  # float64 values that fit
+    assert lin.weight.dtype is dtypes.float32
+    np.testing.assert_array_equal(lin.weight.numpy(), np.full((2, 3), 0.1, np.float32))

@@ -17,7 +17,7 @@ import pytest
 
 import uopc.backend.c.backend as c_backend
 from uopc.backend.c.compiler import build_library
-from uopc.tensor import Tensor, TensorError
+from uopc.tensor import Tensor, TensorError, dtypes
 from uopc.tensor.nn import Linear, Module
 from uopc.tensor.optim import SGD, Adam, AdamW, Optimizer
 from uopc.tensor.realize import PLANS
@@ -270,3 +270,45 @@ def test_optimizer_errors_name_the_problem(make: Callable[[Sequence[Tensor]], Op
     frozen = Tensor(np.zeros((2, 3), np.float32))
     with pytest.raises(TensorError, match=r"shapes \[\(2, 3\)\] do not have requires_grad"):
         make([Tensor(np.zeros(4, np.float32), requires_grad=True), frozen])
+
+
+@pytest.mark.parametrize(
+    ("make", "fragment"),
+    [
+        (lambda ps: SGD(ps, lr=-0.1), "lr must be >= 0, got -0.1"),
+        (lambda ps: SGD(ps, lr=float("nan")), "lr must be >= 0, got nan"),
+        (lambda ps: SGD(ps, momentum=-0.9), "momentum must be >= 0"),
+        (lambda ps: SGD(ps, weight_decay=-1e-4), "weight_decay must be >= 0"),
+        (lambda ps: Adam(ps, betas=(1.0, 0.999)), r"betas must lie in \[0, 1\)"),
+        (lambda ps: AdamW(ps, betas=(0.9, -0.1)), r"betas must lie in \[0, 1\)"),
+        (lambda ps: Adam(ps, eps=-1e-8), "eps must be >= 0"),
+        (lambda ps: AdamW(ps, weight_decay=-0.01), "weight_decay must be >= 0"),
+        (lambda ps: Adam([*ps, ps[0]]), "listed more than once"),
+    ],
+)
+def test_hyperparameters_torch_refuses_are_refused(make: Callable[[list[Tensor]], Optimizer], fragment: str) -> None:
+    """A negative learning rate climbs the loss; a repeated parameter took two updates from one old value."""
+    with pytest.raises(TensorError, match=fragment):
+        make([Tensor(np.zeros(3, np.float32), requires_grad=True)])
+
+
+def test_a_negative_learning_rate_is_refused_later_too() -> None:
+    opt = SGD([Tensor(np.zeros(3, np.float32), requires_grad=True)], lr=0.1)
+    with pytest.raises(TensorError, match="lr must be >= 0"):
+        opt.lr = -0.1
+    assert opt.lr == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("make", [lambda ps: SGD(ps, lr=0.5, momentum=0.9), Adam, AdamW], ids=["sgd", "adam", "adamw"])
+def test_float16_parameters_stay_float16(make: Callable[[list[Tensor]], Optimizer]) -> None:
+    """The float32 learning rate made an updated float16 parameter float32 without a word; PyTorch keeps
+    each parameter's dtype."""
+    start = np.array([1.0, -2.0, 0.5], np.float16)
+    p = Tensor(start, requires_grad=True)
+    opt = make([p])
+    for _ in range(2):
+        (p * 3.0).sum().backward()
+        opt.step()
+        opt.zero_grad()
+    assert p.dtype is dtypes.float16 and p.numpy().dtype == np.float16
+    assert np.all(p.numpy() < start)  # a gradient of +3 everywhere moved every value down

@@ -95,10 +95,9 @@ class Module:
             parts += [f"unexpected keys {unexpected}"] if unexpected else []
             parts += [f"wrong shapes: {'; '.join(wrong)}"] if wrong else []
             raise CheckpointError(f"load_state_dict: {', '.join(parts)}")
-        for k, t in own.items():
-            value = state[k]
-            array = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
-            t.uop = Tensor(array.astype(t.dtype.np_name), device=t.device).uop
+        loaded = {k: Tensor(np.asarray(state[k]), dtype=t.dtype, device=t.device) for k, t in own.items()}
+        for k, t in own.items():  # only once every value fits its tensor's dtype: a refused checkpoint changes nothing
+            t.uop = loaded[k].uop
 
 
 # --8<-- [end:module]

@@ -31,6 +31,13 @@ def _scalar(value: float, device: str) -> Tensor:
 # --8<-- [end:state-in-buffers]
 
 
+def _nonnegative(**values: float) -> None:
+    """Refuse a negative (or NaN) learning rate, momentum, eps or weight decay, as torch.optim does."""
+    for name, value in values.items():
+        if not value >= 0.0:
+            raise TensorError(f"optimizer: {name} must be >= 0, got {value}")
+
+
 # --8<-- [start:optimizer]
 class Optimizer(abc.ABC):
     """Holds the parameters; `zero_grad()` clears their gradients, `step()` updates them in one plan."""
@@ -42,8 +49,10 @@ class Optimizer(abc.ABC):
         untracked = [p.shape for p in self.params if not p.requires_grad]
         if untracked:
             raise TensorError(f"optimizer: parameters of shapes {untracked} do not have requires_grad")
+        if len({id(p) for p in self.params}) != len(self.params):  # each copy would be updated from the old value
+            raise TensorError("optimizer: a parameter is listed more than once")
         self.device = self.params[0].device
-        self.lr_tensor = _scalar(lr, self.device)
+        self.lr = lr
         self.state: list[State] = [self.init_state(p) for p in self.params]
 
     @property
@@ -53,6 +62,7 @@ class Optimizer(abc.ABC):
     @lr.setter
     def lr(self, value: float) -> None:
         """A new learning rate is new data for the same plan."""
+        _nonnegative(lr=value)
         self.lr_tensor = _scalar(value, self.device)
 
     def zero_grad(self) -> None:
@@ -72,7 +82,7 @@ class Optimizer(abc.ABC):
             return
         with Tensor.no_grad():
             shared = self.begin_step()
-            updates = [self.update(self.params[i], self.params[i].grad, self.state[i]) for i in todo]  # type: ignore[arg-type]
+            updates = [self._update_one(i) for i in todo]
         Tensor.realize(*shared, *(new for new, _ in updates), *(s for _, st in updates for s in st), *extra)
         for i, (new, st) in zip(todo, updates, strict=True):
             self.params[i].uop = new.uop
@@ -80,6 +90,11 @@ class Optimizer(abc.ABC):
         self.end_step(shared)
 
     # --8<-- [end:step]
+
+    def _update_one(self, i: int) -> tuple[Tensor, State]:
+        p = self.params[i]
+        new, state = self.update(p, p.grad, self.state[i])  # type: ignore[arg-type]
+        return new.cast(p.dtype), state  # the float32 learning rate must not make a float16 parameter float32
 
     def init_state(self, p: Tensor) -> State:
         return ()
@@ -101,6 +116,7 @@ class SGD(Optimizer):
     """p -= lr * b, with b = momentum * b + (g + weight_decay * p) (b = g when momentum is 0), as in PyTorch."""
 
     def __init__(self, params: Sequence[Tensor], lr: float = 0.01, momentum: float = 0.0, weight_decay: float = 0.0):
+        _nonnegative(momentum=momentum, weight_decay=weight_decay)
         self.momentum, self.weight_decay = momentum, weight_decay
         super().__init__(params, lr)
 
@@ -133,6 +149,9 @@ class Adam(Optimizer):
         eps: float = 1e-8,
         weight_decay: float = 0.0,
     ) -> None:
+        _nonnegative(eps=eps, weight_decay=weight_decay)
+        if not all(0.0 <= b < 1.0 for b in betas):
+            raise TensorError(f"optimizer: betas must lie in [0, 1), got {betas}")
         (self.b1, self.b2), self.eps, self.weight_decay = betas, eps, weight_decay
         super().__init__(params, lr)
         self.t = _scalar(0.0, self.device)

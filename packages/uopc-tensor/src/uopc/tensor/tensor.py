@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import math
+import operator
 import os
 import weakref
-from collections.abc import Iterator, Sequence
-from typing import Any, ClassVar, TypeAlias
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, ClassVar, TypeAlias, TypeGuard, cast
 
 import numpy as np
 
@@ -26,10 +28,16 @@ from uopc.tensor.realize import BUFFERS, COMPUTED, new_buffer, realize
 Scalar: TypeAlias = bool | int | float
 Operand: TypeAlias = "Tensor | Scalar | np.generic[Any]"
 AxisArg: TypeAlias = int | Sequence[int] | None
+DTypeLike: TypeAlias = "DType | str | type[Any] | np.dtype[Any]"
 
 
 class TensorError(ValueError):
     """A tensor operation called with arguments it cannot take: names the op, shapes and dtypes."""
+
+
+class TensorIndexError(TensorError, IndexError):
+    """An index beyond the end of an axis. An IndexError too, since that is what ends a for-loop over a
+    sequence, unpacking, and numpy's reading of nested sequences."""
 
 
 def _default_device() -> str:
@@ -58,9 +66,12 @@ def _axes(axis: AxisArg, shape: tuple[int, ...], op: str) -> tuple[int, ...]:
     ndim = len(shape)
     if axis is None:
         return tuple(range(ndim))
-    items = (axis,) if isinstance(axis, int) else tuple(axis)
+    items = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
     out = []
-    for a in items:
+    for item in items:
+        if not _is_index(item):  # a bool is an int to Python, but sum(True) meaning sum(1) is a typo, not a request
+            raise TensorError(f"{op}: axis {item!r} is not an integer")
+        a = operator.index(item)
         if not -max(ndim, 1) <= a < max(ndim, 1):
             raise TensorError(f"{op}: axis {a} is out of range for a tensor of shape {shape} ({ndim} dimensions)")
         if ndim:  # a 0-d tensor accepts axis 0 or -1, as in PyTorch, and has no axis to act on
@@ -68,6 +79,55 @@ def _axes(axis: AxisArg, shape: tuple[int, ...], op: str) -> tuple[int, ...]:
     if len(set(out)) != len(out):
         raise TensorError(f"{op}: axes {items} repeat an axis of a tensor of shape {shape} ({ndim} dimensions)")
     return tuple(out)
+
+
+def _is_index(v: object) -> TypeGuard[int | np.integer[Any]]:
+    """A Python or numpy integer, and not a bool."""
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+# --8<-- [start:to-dtype]
+def to_dtype(spec: DTypeLike, op: str = "dtype") -> DType:
+    """The DType that `spec` names: a DType, one of its names ("float32", "f32", "bfloat16"), or a numpy dtype
+    or scalar type (np.float32, np.dtype("int8"); Python's float is float64, as in numpy and PyTorch).
+    Every function that takes a dtype reads it here, so all accept the same spellings."""
+    if isinstance(spec, DType) and spec is not dtypes.void:
+        return spec
+    try:
+        if isinstance(spec, str) and spec != "void":  # uopc's names only: numpy's "i8" would be int64
+            return dtypes.by_name(spec)
+        if isinstance(spec, (np.dtype, type)):
+            return dtypes.from_numpy(str(np.dtype(spec)))
+    except (TypeError, ValueError):
+        pass
+    names = ", ".join(d.name for d in dtypes.all())
+    raise TensorError(
+        f"{op}: {spec!r} is not a dtype; give a uopc dtype (dtypes.float32), a numpy dtype or scalar type "
+        f"(np.float32), or a name: {names}"
+    )
+
+
+# --8<-- [end:to-dtype]
+
+
+def _is_operand(v: object) -> TypeGuard[Operand]:
+    """What an arithmetic operator or comparison takes next to a tensor: a tensor or a bool, int or float
+    (Python's or numpy's)."""
+    return isinstance(v, (Tensor, bool, int, float)) or (isinstance(v, np.generic) and v.dtype.kind in "biuf")
+
+
+def _operator(method: Callable[[Tensor, Any], Tensor]) -> Callable[[Tensor, Any], Tensor]:
+    """An operator method (+, <, ==, ...). Another type of operand gives NotImplemented, so Python asks the
+    other operand and then raises TypeError (== falls back to identity); a numpy scalar is taken as the Python
+    number it holds (np.float32(2) * t is 2.0 * t, as in PyTorch)."""
+
+    @functools.wraps(method)
+    def checked(self: Tensor, x: Any) -> Tensor:
+        if not _is_operand(x):
+            return cast(Tensor, NotImplemented)  # Python's signal to try the other operand's method
+        return method(self, x.item() if isinstance(x, np.generic) else x)
+
+    return checked
 
 
 # --8<-- [start:tensor-init]
@@ -78,20 +138,22 @@ class Tensor:
 
     _rng: ClassVar[np.random.Generator] = np.random.default_rng()
     _grad_enabled: ClassVar[bool] = True
-    _leaves: ClassVar[weakref.WeakSet[Tensor]] = weakref.WeakSet()
+    _leaves: ClassVar[weakref.WeakValueDictionary[int, Tensor]] = weakref.WeakValueDictionary()
+    """Leaves by id: a WeakSet would compare two tensors with ==, which is elementwise."""
 
     def __init__(
         self,
         data: Any,
-        dtype: DType | None = None,
+        dtype: DTypeLike | None = None,
         device: str | None = None,
         requires_grad: bool = False,
     ) -> None:
         self.device = device.upper() if device else _default_device()
         self.grad: Tensor | None = None
-        self.uop: UOp = data if isinstance(data, UOp) else _buffer_from(data, dtype, self.device)
-        if isinstance(data, UOp) and dtype is not None and data.dtype is not dtype:
-            self.uop = data.cast(dtype)
+        dt = None if dtype is None else to_dtype(dtype, "Tensor")
+        self.uop: UOp = data if isinstance(data, UOp) else _buffer_from(data, dt, self.device)
+        if isinstance(data, UOp) and dt is not None and data.dtype is not dt:
+            self.uop = data.cast(dt)
         self.requires_grad = False
         if requires_grad:
             self.requires_grad_()
@@ -114,16 +176,72 @@ class Tensor:
     def numel(self) -> int:
         return prod(self.shape)
 
-    def __len__(self) -> int:
-        if not self.shape:
-            raise TensorError("len() of a 0-d tensor")
-        return self.shape[0]
-
     def __repr__(self) -> str:
         grad = ", requires_grad=True" if self.requires_grad else ""
         return f"<Tensor shape={self.shape} dtype={self.dtype.name} device={self.device}{grad}>"
 
-    __hash__ = object.__hash__
+    __hash__ = object.__hash__  # by identity: == compares elements, so equal tensors need not hash alike
+
+    # ---- Python protocols ----
+    # --8<-- [start:protocols]
+    def __bool__(self) -> bool:
+        """The truth of a one-element tensor, computed; for more elements it is ambiguous, as in numpy."""
+        if self.numel() != 1:
+            raise TensorError(
+                f"bool() of a tensor of shape {self.shape} is ambiguous; reduce it to one element first, "
+                "such as (t != 0).max() for 'any element' and (t != 0).min() for 'all elements'"
+            )
+        return bool(self.item())
+
+    def __float__(self) -> builtins.float:
+        return builtins.float(self._only_value("float()"))
+
+    def __int__(self) -> int:
+        return int(self._only_value("int()"))
+
+    def __index__(self) -> int:
+        """A one-element integer tensor as an index or a size: xs[t], range(t). A float is no index."""
+        if not self.dtype.is_int or self.numel() != 1:
+            raise TypeError(
+                f"only a one-element integer tensor is an index; this one is {self.dtype.name} of shape {self.shape}"
+            )
+        return int(self._only_value("index"))
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self) -> Iterator[Tensor]:
+        """The tensor's rows, t[0], t[1], ...: for loops, list(t) and `a, b = t` see a sequence of them."""
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __contains__(self, value: object) -> bool:
+        """`v in t`: whether any element equals v (v broadcast against t), as in numpy and PyTorch."""
+        if not _is_operand(value):
+            raise TypeError(f"'in <Tensor>' needs a number or a tensor on the left, not {type(value).__name__}")
+        return bool(self._binary(Ops.CMPEQ, value, "in").numpy().any())
+
+    __array_ufunc__ = None
+    """numpy defers to Tensor: np.float32(2) * t calls t.__rmul__, and np.exp(t) is refused, instead of
+    turning t into an array and computing eagerly, without gradients."""
+
+    def __array__(self, dtype: Any = None, copy: builtins.bool | None = None) -> np.ndarray[Any, Any]:
+        """numpy's conversion protocol (np.asarray(t)): a new array of the values."""
+        if copy is False:  # numpy 2: the caller wants a view of the memory, and a backend buffer is not one
+            raise ValueError("np.asarray(t, copy=False): a tensor's values are in a backend buffer, and only copied")
+        values = self.numpy()
+        return values if dtype is None else values.astype(dtype, copy=False)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle and copy (copy.copy, copy.deepcopy) by value: the copy has a buffer of its own, and is a
+        leaf of its own when it requires a gradient. Sharing the graph would send the copy's gradients to
+        the original, and a pickled graph has no data once read in another process."""
+        return (Tensor, (self.numpy(), self.dtype.name, self.device, self.requires_grad))
+
+    # --8<-- [end:protocols]
 
     # --8<-- [start:derive]
     def requires_grad_(self, value: bool = True) -> Tensor:
@@ -134,7 +252,7 @@ class Tensor:
             self.realize()
         self.requires_grad = value
         if value:
-            Tensor._leaves.add(self)
+            Tensor._leaves[id(self)] = self
         return self
 
     def _derive(self, uop: UOp, *sources: Tensor) -> Tensor:
@@ -174,8 +292,11 @@ class Tensor:
     # --8<-- [end:tensor-realize]
 
     def item(self) -> Scalar:
+        return self._only_value("item()")
+
+    def _only_value(self, op: str) -> Scalar:
         if self.numel() != 1:
-            raise TensorError(f"item() needs a tensor with one element, this one has shape {self.shape}")
+            raise TensorError(f"{op} needs a tensor with one element, this one has shape {self.shape}")
         value: Scalar = self.numpy().reshape(()).item()
         return value
 
@@ -195,8 +316,11 @@ class Tensor:
 
     # --8<-- [end:detach]
 
-    def cast(self, dtype: DType) -> Tensor:
-        return self if dtype is self.dtype else self._derive(self.uop.cast(dtype), self)
+    def cast(self, dtype: DTypeLike) -> Tensor:
+        """The values converted to `dtype`. They are not computed yet, so not checked: a narrower integer type
+        wraps them, as numpy's astype does."""
+        dt = to_dtype(dtype, "cast")
+        return self if dt is self.dtype else self._derive(self.uop.cast(dt), self)
 
     def float(self) -> Tensor:
         return self.cast(dtypes.float32)
@@ -222,8 +346,10 @@ class Tensor:
             raise TensorError(f"backward() needs a scalar loss, this tensor has shape {self.shape}; reduce it first")
         if not self.dtype.is_float:
             raise TensorError(f"backward() needs a float loss, this one is {self.dtype.name}")
+        if not self.requires_grad:  # there would be no gradient anywhere, and nothing would say so
+            raise TensorError("backward(): the loss depends on no tensor that requires grad, or was made in no_grad")
         in_graph = set(self.uop.toposort())
-        leaves = [t for t in Tensor._leaves if t.requires_grad and t.uop in in_graph]
+        leaves = [t for t in Tensor._leaves.values() if t.requires_grad and t.uop in in_graph]
         grads = compute_gradients(self.uop, [t.uop for t in leaves])
         for t in leaves:
             if t.uop in grads:
@@ -240,57 +366,69 @@ class Tensor:
         Tensor._rng = np.random.default_rng(seed)
 
     @staticmethod
-    def full(shape: Sequence[int], value: Scalar, dtype: DType | None = None, **kw: Any) -> Tensor:
-        dt = dtype or dtypes.from_python(value)
-        if dt.is_int and isinstance(value, float) and not math.isfinite(value):
-            raise TensorError(f"full: {value} has no {dt.name} value")
-        c = UOp.const(round_to(dt, value), dt)
-        shape = tuple(shape)
-        if shape:
-            c = c.reshape((1,) * len(shape)).expand(shape)
+    def full(
+        shape: int | Sequence[int], value: Scalar | np.generic[Any], dtype: DTypeLike | None = None, **kw: Any
+    ) -> Tensor:
+        """`value` everywhere: one constant, expanded. A value the dtype cannot hold is refused, not wrapped."""
+        v = _python_scalar(value, "full")
+        dt = dtypes.from_python(v) if dtype is None else to_dtype(dtype, "full")
+        c = UOp.const(_constant(v, dt, "full"), dt)
+        size = _sizes("full", (shape,))
+        if size:
+            c = c.reshape((1,) * len(size)).expand(size)
         return Tensor(c, **kw)
 
     @staticmethod
-    def zeros(*shape: int | Sequence[int], dtype: DType = dtypes.float32, **kw: Any) -> Tensor:
-        return Tensor.full(_shape_args(shape), 0.0 if dtype.is_float else 0, dtype, **kw)
+    def zeros(*shape: int | Sequence[int], dtype: DTypeLike | None = None, **kw: Any) -> Tensor:
+        return Tensor.full(_sizes("zeros", shape), 0, dtypes.float32 if dtype is None else dtype, **kw)
 
     @staticmethod
-    def ones(*shape: int | Sequence[int], dtype: DType = dtypes.float32, **kw: Any) -> Tensor:
-        return Tensor.full(_shape_args(shape), 1.0 if dtype.is_float else 1, dtype, **kw)
+    def ones(*shape: int | Sequence[int], dtype: DTypeLike | None = None, **kw: Any) -> Tensor:
+        return Tensor.full(_sizes("ones", shape), 1, dtypes.float32 if dtype is None else dtype, **kw)
 
     @staticmethod
     def arange(
-        start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: DType | None = None, **kw: Any
+        start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: DTypeLike | None = None, **kw: Any
     ) -> Tensor:
+        """start, start + step, ... before stop: computed in float64 or int64, then rounded to the dtype."""
         if stop is None:
             start, stop = 0, start
-        dt = dtype or (dtypes.float32 if any(isinstance(v, float) for v in (start, stop, step)) else dtypes.int32)
-        return Tensor(np.arange(start, stop, step, dtype=dt.np_name), dtype=dt, **kw)
+        bounds = [_python_scalar(v, "arange") for v in (start, stop, step)]
+        if bounds[2] == 0:
+            raise TensorError("arange: step must not be zero")
+        values = np.arange(*bounds)
+        if dtype is not None:
+            return Tensor(values, dtype=dtype, **kw)
+        return Tensor(values, dtype=dtypes.float32 if values.dtype.kind == "f" else _int_dtype(values), **kw)
 
     @staticmethod
-    def eye(n: int, m: int | None = None, dtype: DType = dtypes.float32, **kw: Any) -> Tensor:
-        return Tensor(np.eye(n, m, dtype=dtype.np_name), dtype=dtype, **kw)
+    def eye(n: int, m: int | None = None, dtype: DTypeLike | None = None, **kw: Any) -> Tensor:
+        rows, cols = _sizes("eye", (n, n if m is None else m))
+        return Tensor(np.eye(rows, cols), dtype=dtypes.float32 if dtype is None else dtype, **kw)
 
     @staticmethod
-    def rand(*shape: int | Sequence[int], dtype: DType = dtypes.float32, **kw: Any) -> Tensor:
-        """Uniform in [0, 1)."""
-        return Tensor(Tensor._rng.random(_shape_args(shape)).astype(dtype.np_name), dtype=dtype, **kw)
+    def rand(*shape: int | Sequence[int], dtype: DTypeLike | None = None, **kw: Any) -> Tensor:
+        """Uniform in [0, 1): drawn on the dtype's own grid, since rounding a float64 draw could give 1."""
+        dt = _float_dtype(dtype, "rand")
+        grid = 2.0 ** _PRECISION[dt]
+        return Tensor(np.floor(Tensor._rng.random(_sizes("rand", shape)) * grid) / grid, dtype=dt, **kw)
 
     @staticmethod
-    def randn(*shape: int | Sequence[int], dtype: DType = dtypes.float32, **kw: Any) -> Tensor:
+    def randn(*shape: int | Sequence[int], dtype: DTypeLike | None = None, **kw: Any) -> Tensor:
         """Standard normal."""
-        return Tensor(Tensor._rng.standard_normal(_shape_args(shape)).astype(dtype.np_name), dtype=dtype, **kw)
+        data = Tensor._rng.standard_normal(_sizes("randn", shape))
+        return Tensor(data, dtype=_float_dtype(dtype, "randn"), **kw)
 
     @staticmethod
     def uniform(
         *shape: int | Sequence[int],
         low: builtins.float = 0.0,
         high: builtins.float = 1.0,
-        dtype: DType = dtypes.float32,
+        dtype: DTypeLike | None = None,
         **kw: Any,
     ) -> Tensor:
-        data = Tensor._rng.uniform(low, high, _shape_args(shape)).astype(dtype.np_name)
-        return Tensor(data, dtype=dtype, **kw)
+        data = Tensor._rng.uniform(low, high, _sizes("uniform", shape))
+        return Tensor(data, dtype=_float_dtype(dtype, "uniform"), **kw)
 
     # --8<-- [end:creation]
 
@@ -316,7 +454,7 @@ class Tensor:
                 raise TensorError(
                     f"{op}: the constant {value} does not fit the tensor's {dt.name}; cast the tensor first"
                 )
-            a, b = self.cast(dt).uop, UOp.const(round_to(dt, value), dt)
+            a, b = self.cast(dt).uop, UOp.const(_constant(value, dt, op), dt)  # refuses 1e6 for float16
             sources = [self]
         return (b, a, sources) if reverse else (a, b, sources)
 
@@ -334,27 +472,35 @@ class Tensor:
         x = self if not float_only or self.dtype.is_float else self.float()
         return self._derive(x.uop.alu(op), x)
 
+    @_operator
     def __add__(self, x: Operand) -> Tensor:
         return self._binary(Ops.ADD, x, "add")
 
+    @_operator
     def __radd__(self, x: Operand) -> Tensor:
         return self._binary(Ops.ADD, x, "add", reverse=True)
 
+    @_operator
     def __sub__(self, x: Operand) -> Tensor:
         return self._binary(Ops.SUB, x, "sub")
 
+    @_operator
     def __rsub__(self, x: Operand) -> Tensor:
         return self._binary(Ops.SUB, x, "sub", reverse=True)
 
+    @_operator
     def __mul__(self, x: Operand) -> Tensor:
         return self._binary(Ops.MUL, x, "mul")
 
+    @_operator
     def __rmul__(self, x: Operand) -> Tensor:
         return self._binary(Ops.MUL, x, "mul", reverse=True)
 
+    @_operator
     def __truediv__(self, x: Operand) -> Tensor:
         return self._float_pair(x)._binary(Ops.DIV, x, "div")
 
+    @_operator
     def __rtruediv__(self, x: Operand) -> Tensor:
         return self._float_pair(x)._binary(Ops.DIV, x, "div", reverse=True)
 
@@ -364,12 +510,23 @@ class Tensor:
             return self
         return self.float()
 
+    @_operator
     def __floordiv__(self, x: Operand) -> Tensor:
         return self._binary(Ops.IDIV, x, "floordiv (integers only)")
 
+    @_operator
+    def __rfloordiv__(self, x: Operand) -> Tensor:
+        return self._binary(Ops.IDIV, x, "floordiv (integers only)", reverse=True)
+
+    @_operator
     def __mod__(self, x: Operand) -> Tensor:
         return self._binary(Ops.MOD, x, "mod (integers only)")
 
+    @_operator
+    def __rmod__(self, x: Operand) -> Tensor:
+        return self._binary(Ops.MOD, x, "mod (integers only)", reverse=True)
+
+    @_operator
     def __pow__(self, x: Operand) -> Tensor:
         """A whole exponent >= 0 multiplies (by squaring), so an integer tensor stays an integer tensor;
         any other exponent uses POW on floats."""
@@ -390,6 +547,7 @@ class Tensor:
                 base = base * base
         return Tensor.ones_like(base) if result is None else result
 
+    @_operator
     def __rpow__(self, x: Operand) -> Tensor:
         return self._float_pair(x)._binary(Ops.POW, x, "pow", reverse=True)
 
@@ -398,34 +556,128 @@ class Tensor:
             return self.logical_not()
         return self._derive(-self.uop, self)
 
+    @_operator
     def __lt__(self, x: Operand) -> Tensor:
         return self._binary(Ops.CMPLT, x, "lt")
 
+    @_operator
     def __gt__(self, x: Operand) -> Tensor:
         return self._binary(Ops.CMPLT, x, "gt", reverse=True)
 
+    @_operator
     def __le__(self, x: Operand) -> Tensor:
         a, b, sources = self._operands(x, "le")
         return self._derive(a <= b, *sources)  # UOp's <= is false where either side is NaN
 
+    @_operator
     def __ge__(self, x: Operand) -> Tensor:
         a, b, sources = self._operands(x, "ge")
         return self._derive(a >= b, *sources)
 
+    @_operator
     def __eq__(self, x: Operand) -> Tensor:  # type: ignore[override]
         return self._binary(Ops.CMPEQ, x, "eq")
 
+    @_operator
     def __ne__(self, x: Operand) -> Tensor:  # type: ignore[override]
         return self._binary(Ops.CMPNE, x, "ne")
 
+    @_operator
     def __and__(self, x: Operand) -> Tensor:
         return self._binary(Ops.AND, x, "and")
 
+    @_operator
     def __or__(self, x: Operand) -> Tensor:
         return self._binary(Ops.OR, x, "or")
 
+    @_operator
     def __xor__(self, x: Operand) -> Tensor:
         return self._binary(Ops.XOR, x, "xor")
+
+    @_operator
+    def __rand__(self, x: Operand) -> Tensor:
+        return self._binary(Ops.AND, x, "and", reverse=True)
+
+    @_operator
+    def __ror__(self, x: Operand) -> Tensor:
+        return self._binary(Ops.OR, x, "or", reverse=True)
+
+    @_operator
+    def __rxor__(self, x: Operand) -> Tensor:
+        return self._binary(Ops.XOR, x, "xor", reverse=True)
+
+    def __invert__(self) -> Tensor:
+        """~t: logical not of a bool tensor, bitwise not of an integer one, as in numpy and PyTorch."""
+        if self.dtype.is_bool:
+            return self.logical_not()
+        if not self.dtype.is_int:
+            raise TensorError(f"invert (~): needs a bool or integer tensor, got {self.dtype.name}")
+        return self ^ (-1 if self.dtype.kind == "int" else self.dtype.max)
+
+    def __abs__(self) -> Tensor:
+        return self.abs()
+
+    # --8<-- [start:in-place]
+    def _assign(self, new: Tensor, op: str) -> Tensor:
+        """`t op= x` changes t itself, as in numpy and PyTorch, so every name for t sees the new value: `p -= lr * g`
+        on a model's parameter updates the model. (Python would otherwise rebind the name `p` alone, and the model
+        would never change.) A view is a new tensor, though: `row = t[0]; row += 1` leaves t as it was."""
+        if new.shape != self.shape or new.dtype is not self.dtype:
+            raise TensorError(
+                f"{op}: the result, {new.dtype.name} of shape {new.shape}, would not fit the tensor, "
+                f"{self.dtype.name} of shape {self.shape}; write t = t {op[:-1]} x for a new tensor"
+            )
+        leaf = self.requires_grad and Tensor._leaves.get(id(self)) is self
+        if leaf and Tensor._grad_enabled:
+            raise TensorError(f"{op} on a leaf that requires grad: update it inside `with Tensor.no_grad():`")
+        self.uop = new.realize().uop if leaf else new.uop  # a leaf stays a buffer, as requires_grad_ made it
+        self.requires_grad = leaf or new.requires_grad
+        return self
+
+    @_operator
+    def __iadd__(self, x: Operand) -> Tensor:
+        return self._assign(self + x, "+=")
+
+    @_operator
+    def __isub__(self, x: Operand) -> Tensor:
+        return self._assign(self - x, "-=")
+
+    @_operator
+    def __imul__(self, x: Operand) -> Tensor:
+        return self._assign(self * x, "*=")
+
+    @_operator
+    def __itruediv__(self, x: Operand) -> Tensor:
+        return self._assign(self / x, "/=")
+
+    @_operator
+    def __ifloordiv__(self, x: Operand) -> Tensor:
+        return self._assign(self // x, "//=")
+
+    @_operator
+    def __imod__(self, x: Operand) -> Tensor:
+        return self._assign(self % x, "%=")
+
+    @_operator
+    def __ipow__(self, x: Operand) -> Tensor:
+        return self._assign(self**x, "**=")
+
+    @_operator
+    def __iand__(self, x: Operand) -> Tensor:
+        return self._assign(self & x, "&=")
+
+    @_operator
+    def __ior__(self, x: Operand) -> Tensor:
+        return self._assign(self | x, "|=")
+
+    @_operator
+    def __ixor__(self, x: Operand) -> Tensor:
+        return self._assign(self ^ x, "^=")
+
+    def __imatmul__(self, w: object) -> Tensor:
+        return self._assign(self.matmul(w), "@=") if isinstance(w, Tensor) else cast(Tensor, NotImplemented)
+
+    # --8<-- [end:in-place]
 
     def isnan(self) -> Tensor:
         """True where the value is NaN, the one value not equal to itself."""
@@ -446,19 +698,23 @@ class Tensor:
         """`a` where this (boolean) tensor is true, else `b`; all three broadcast together."""
         ref = a if isinstance(a, Tensor) else b if isinstance(b, Tensor) else None
         a_t, b_t = _lift(a, ref, self.device), _lift(b, ref, self.device)
+        if a_t.device != self.device or b_t.device != self.device:
+            raise TensorError(f"where: tensors on different devices ({self.device}, {a_t.device}, {b_t.device})")
         dt = promote(a_t.dtype, b_t.dtype)
         cond = self.cast(dtypes.bool)
         shape = broadcast_shape("where", cond.shape, a_t.shape, b_t.shape)
         c, x, y = (t._broadcast_to(shape) for t in (cond, a_t.cast(dt), b_t.cast(dt)))
         return self._derive(c.uop.where(x.uop, y.uop), c, x, y)
 
-    @staticmethod
-    def ones_like(t: Tensor) -> Tensor:
-        return Tensor.full(t.shape, 1.0 if t.dtype.is_float else 1, t.dtype, device=t.device)
+    def ones_like(self, dtype: DTypeLike | None = None, **kw: Any) -> Tensor:
+        """Ones of this shape, this dtype unless told otherwise, on this device. Tensor.ones_like(t) also works."""
+        kw.setdefault("device", self.device)
+        return Tensor.full(self.shape, 1, self.dtype if dtype is None else dtype, **kw)
 
-    @staticmethod
-    def zeros_like(t: Tensor) -> Tensor:
-        return Tensor.full(t.shape, 0.0 if t.dtype.is_float else 0, t.dtype, device=t.device)
+    def zeros_like(self, dtype: DTypeLike | None = None, **kw: Any) -> Tensor:
+        """Zeros of this shape, this dtype unless told otherwise, on this device. Tensor.zeros_like(t) also works."""
+        kw.setdefault("device", self.device)
+        return Tensor.full(self.shape, 0, self.dtype if dtype is None else dtype, **kw)
 
     def abs(self) -> Tensor:
         """|x| = x * u, u being -1, 1, or x itself at 0 and NaN: the gradient at 0 is u = 0, as in PyTorch,
@@ -609,9 +865,13 @@ class Tensor:
         return self._first_index(Ops.MIN, axis, keepdim)
 
     def _first_index(self, op: Ops, axis: int | None, keepdim: bool) -> Tensor:
+        name = "argmax" if op is Ops.MAX else "argmin"
+        if axis is not None and not _is_index(axis):
+            raise TensorError(f"{name}: axis must be one integer or None, got {axis!r}")
         if axis is None or not self.shape:
-            return self.flatten()._first_index(op, 0, keepdim=False)
-        (a,) = _axes(axis, self.shape, "argmax" if op is Ops.MAX else "argmin")
+            flat = self.flatten()._first_index(op, 0, keepdim=False)
+            return flat.reshape((1,) * self.ndim) if keepdim else flat
+        (a,) = _axes(axis, self.shape, name)
         n = self.shape[a]
         best = self._reduce(op, a, True, "argmax")
         hit = (self == best) | self.isnan()  # a NaN is the extreme, as in numpy
@@ -643,6 +903,8 @@ class Tensor:
         """A new last axis of length num_classes, 1 at each label and 0 elsewhere (int32)."""
         if not self.dtype.is_int:
             raise TensorError(f"one_hot needs integer labels, got {self.dtype.name}")
+        if not _is_index(num_classes) or num_classes < 1:
+            raise TensorError(f"one_hot: num_classes must be a positive integer, got {num_classes!r}")
         labels = self.realize().numpy()  # labels are data: a bad one would silently be an all-zero row
         if labels.min() < 0 or labels.max() >= num_classes:
             raise TensorError(
@@ -654,6 +916,8 @@ class Tensor:
 
     def cross_entropy(self, labels: Tensor) -> Tensor:
         """Mean cross-entropy of these logits (..., classes) against integer class labels (...)."""
+        if not isinstance(labels, Tensor):
+            raise TensorError(f"cross_entropy: labels must be a tensor, got a {type(labels).__name__}")
         if not labels.dtype.is_int:
             raise TensorError(f"cross_entropy: labels must be integer class indices, got {labels.dtype.name}")
         if labels.shape != self.shape[:-1]:
@@ -720,7 +984,7 @@ class Tensor:
         """Keep [begin, end) of each axis (None keeps the whole axis)."""
         if len(bounds) != self.ndim:
             raise TensorError(f"shrink: {len(bounds)} bounds for a tensor with {self.ndim} dimensions")
-        arg = [(0, s) if b is None else b for b, s in zip(bounds, self.shape, strict=True)]
+        arg = _int_pairs("shrink", [(0, s) if b is None else b for b, s in zip(bounds, self.shape, strict=True)])
         if any(not 0 <= b < e <= s for (b, e), s in zip(arg, self.shape, strict=True)):
             raise TensorError(f"shrink: bounds {arg} do not fit {self.shape}")
         return self._derive(self.uop.shrink(arg), self)
@@ -730,6 +994,7 @@ class Tensor:
         """Pad each axis by (before, after) elements of `value`; negative widths cut elements off instead."""
         if len(padding) != self.ndim:
             raise TensorError(f"pad: {len(padding)} (before, after) pairs for a tensor with {self.ndim} dimensions")
+        padding = _int_pairs("pad", padding)
         cut = [(max(0, -b), s - max(0, -a)) for (b, a), s in zip(padding, self.shape, strict=True)]
         if any(b >= e for b, e in cut):
             raise TensorError(f"pad: widths {list(padding)} remove every element of {self.shape}")
@@ -738,7 +1003,7 @@ class Tensor:
         if all(b == a == 0 for b, a in grow):
             return x
         padded = x._derive(x.uop.pad(grow), x)
-        if value == 0:
+        if value == 0 and math.copysign(1.0, value) > 0:  # -0.0 == 0, but the padding PAD makes is +0.0
             return padded
         inside = Tensor.ones(*x.shape, dtype=dtypes.bool, device=self.device)
         mask = Tensor(inside.uop.pad(grow), device=self.device)
@@ -749,15 +1014,14 @@ class Tensor:
     def flip(self, axis: AxisArg = None) -> Tensor:
         return self._derive(self.uop.flip(_axes(axis, self.shape, "flip")), self)
 
-    def squeeze(self, dim: int | None = None) -> Tensor:
-        if dim is None:
-            return self.reshape(tuple(s for s in self.shape if s != 1))
+    def squeeze(self, dim: AxisArg = None) -> Tensor:
+        """Remove the axes of size 1 among `dim` (an int or a tuple; None: all axes); others stay, as in PyTorch."""
         axes = _axes(dim, self.shape, "squeeze")
-        if not axes or self.shape[axes[0]] != 1:
-            return self
-        return self.reshape(self._reduced_shape(axes))
+        return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes or s != 1))
 
     def unsqueeze(self, dim: int) -> Tensor:
+        if not _is_index(dim):
+            raise TensorError(f"unsqueeze: dim {dim!r} is not an integer")
         d = dim if dim >= 0 else self.ndim + 1 + dim
         if not 0 <= d <= self.ndim:
             raise TensorError(f"unsqueeze: dim {dim} is out of range for {self.ndim} dimensions")
@@ -774,39 +1038,51 @@ class Tensor:
     def __getitem__(self, index: Any) -> Tensor:
         return _getitem(self, index)
 
-    @staticmethod
-    def cat(*items: Tensor | Sequence[Tensor], dim: int = 0) -> Tensor:
-        """Join tensors along an existing axis `dim`; every other axis must match. Takes tensors or one list."""
-        tensors = [t for item in items for t in ([item] if isinstance(item, Tensor) else item)]
-        if not tensors:
-            raise TensorError("cat: needs at least one tensor")
+    def cat(self: Tensor | Sequence[Tensor], *more: Tensor | Sequence[Tensor] | int, dim: int | None = None) -> Tensor:
+        """Join tensors along an existing axis `dim`; every other axis must match, dtypes are promoted.
+
+        `a.cat(b, c)`, `Tensor.cat(a, b, c)` and `Tensor.cat([a, b, c])` are one call: `a` is the first
+        piece whichever way it is written. The axis is `dim=`, or a last positional int (`Tensor.cat([a, b], 1)`)."""
+        tensors, d = _pieces("cat", self, more, dim)
         first = tensors[0]
-        d = _axes(dim, first.shape, "cat")[0]
+        if first.ndim == 0:
+            raise TensorError("cat: 0-d tensors have no axis to join along; stack them instead")
+        (d,) = _axes(d, first.shape, "cat")
         for t in tensors[1:]:
             if t.ndim != first.ndim or any(
                 a != b for i, (a, b) in enumerate(zip(t.shape, first.shape, strict=True)) if i != d
             ):
                 raise TensorError(f"cat: shapes {[x.shape for x in tensors]} differ outside dim {d}")
+            if t.device != first.device:
+                raise TensorError(f"cat: tensors on different devices ({first.device} and {t.device})")
         total, before, out = sum(t.shape[d] for t in tensors), 0, None
         for t in tensors:
             widths = [(before, total - before - t.shape[d]) if i == d else (0, 0) for i in range(t.ndim)]
             piece = t.pad(widths)
-            out = piece if out is None else out | piece if piece.dtype.is_bool else out + piece  # bools have no +
+            if out is None:
+                out = piece
+            else:  # a select, not a sum of zero-padded pieces: -0.0 + 0.0 is +0.0
+                inside = Tensor.ones(t.shape, dtype=dtypes.bool, device=t.device).pad(widths)
+                out = inside.where(piece, out)
             before += t.shape[d]
         assert out is not None
         return out
 
-    @staticmethod
-    def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
-        """Join equal-shaped tensors along a new axis `dim`."""
+    def stack(
+        self: Tensor | Sequence[Tensor], *more: Tensor | Sequence[Tensor] | int, dim: int | None = None
+    ) -> Tensor:
+        """Join equal-shaped tensors along a new axis `dim`; called in the same ways as `cat`."""
+        tensors, d = _pieces("stack", self, more, dim)
         if any(t.shape != tensors[0].shape for t in tensors):
             raise TensorError(f"stack: tensors must all have one shape, got {[t.shape for t in tensors]}")
-        return Tensor.cat(*(t.unsqueeze(dim) for t in tensors), dim=dim)
+        return Tensor.cat(*(t.unsqueeze(d) for t in tensors), dim=d)
 
     # ---- matrix products ----
     # --8<-- [start:matmul]
     def matmul(self, w: Tensor) -> Tensor:
         """Matrix product with numpy's rules: 1-D operands get an axis, leading axes broadcast."""
+        if not isinstance(w, Tensor):
+            raise TensorError(f"matmul: needs a tensor, got a {type(w).__name__}")
         if self.ndim == 0 or w.ndim == 0:
             raise TensorError(f"matmul: operands must have at least 1 dimension, got {self.shape} and {w.shape}")
         x = self.unsqueeze(0) if self.ndim == 1 else self
@@ -823,8 +1099,8 @@ class Tensor:
 
     # --8<-- [end:matmul]
 
-    def __matmul__(self, w: Tensor) -> Tensor:
-        return self.matmul(w)
+    def __matmul__(self, w: object) -> Tensor:
+        return self.matmul(w) if isinstance(w, Tensor) else cast(Tensor, NotImplemented)
 
     def dot(self, w: Tensor) -> Tensor:
         return self.matmul(w)
@@ -862,38 +1138,129 @@ def _lift(v: Operand, like: Tensor | None, device: str) -> Tensor:
     return Tensor.full((), value, dt, device=device)
 
 
+def _pieces(
+    op: str, first: Tensor | Sequence[Tensor], more: Sequence[Tensor | Sequence[Tensor] | int], dim: int | None
+) -> tuple[list[Tensor], int]:
+    """The tensors of a cat or stack, however they were passed, and the axis to join them along."""
+    items, last = [first, *more], more[-1] if more else None
+    if _is_index(last):  # torch.cat(tensors, 1): the axis given by position
+        if dim is not None:
+            raise TensorError(f"{op}: the axis is given twice, as {last} and as dim={dim}")
+        items.pop()
+        dim = operator.index(last)
+    tensors: list[Tensor] = []
+    for item in items:
+        for t in list(item) if isinstance(item, (list, tuple)) else [item]:
+            if not isinstance(t, Tensor):
+                raise TensorError(f"{op}: takes tensors or lists of tensors (and dim=), not a {type(t).__name__}")
+            tensors.append(t)
+    if not tensors:
+        raise TensorError(f"{op}: needs at least one tensor")
+    return tensors, 0 if dim is None else dim
+
+
 def _shape_args(shape: Sequence[int | Sequence[int]]) -> tuple[int, ...]:
     """Accept f(2, 3) and f((2, 3)) alike."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        return tuple(int(s) for s in shape[0])
-    return tuple(int(s) for s in shape)  # type: ignore[arg-type]
+        return tuple(operator.index(s) for s in shape[0])
+    return tuple(operator.index(s) for s in shape)  # type: ignore[arg-type]
+
+
+def _int_pairs(op: str, pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """(begin, end) or (before, after) pairs of integers: a float would be truncated inside the IR."""
+    for pair in pairs:
+        if not all(_is_index(v) for v in pair):
+            raise TensorError(f"{op}: {pair!r} is not a pair of integers")
+    return [(operator.index(a), operator.index(b)) for a, b in pairs]
+
+
+def _sizes(op: str, shape: Sequence[int | Sequence[int]]) -> tuple[int, ...]:
+    """The shape of a new tensor, from f(2, 3) or f((2, 3)); every size at least 1."""
+    out = _shape_args(shape)
+    if any(s < 1 for s in out):
+        raise TensorError(f"{op}: sizes {out} must be >= 1 (zero-size tensors are not supported)")
+    return out
+
+
+_PRECISION = {dtypes.float16: 11, dtypes.bfloat16: 8, dtypes.float32: 24, dtypes.float64: 53}
+"""Significant bits of each float type."""
+
+
+def _float_dtype(dtype: DTypeLike | None, op: str) -> DType:
+    dt = dtypes.float32 if dtype is None else to_dtype(dtype, op)
+    if not dt.is_float:
+        raise TensorError(f"{op}: draws floats, so it needs a float dtype, not {dt.name}; cast the result")
+    return dt
+
+
+def _constant(value: Scalar, dt: DType, op: str) -> Scalar:
+    """`value` as a constant of `dt`, refused where `dt` cannot hold it: round_to would wrap an integer out of
+    range and make a finite float beyond range inf. A float becomes an integer by truncation, as in numpy."""
+    if dt.is_int and not (math.isfinite(value) and dt.min <= math.trunc(value) <= dt.max):
+        raise TensorError(f"{op}: {value} does not fit {dt.name} ({dt.min} to {dt.max})")
+    c = round_to(dt, value)
+    if dt.is_float and math.isinf(c) and math.isfinite(value):
+        raise TensorError(f"{op}: {value} is beyond the range of {dt.name}")
+    return c
 
 
 def _numpy_dtype(data: Any, dtype: DType | None) -> tuple[np.ndarray[Any, Any], DType]:
+    """The data as a numpy array of the tensor's dtype: `dtype`, or the data's own."""
     if dtype is dtypes.bfloat16:
         raise TensorError("Tensor: numpy has no bfloat16, so data cannot be given in it; cast a float32 tensor")
-    if dtype is not None:
-        return np.asarray(data, dtype=dtype.np_name), dtype
-    if isinstance(data, np.ndarray):
+    try:
+        arr = np.asarray(data)
+    except ValueError as e:  # ragged nested lists
+        raise TensorError(f"Tensor: cannot make a tensor from this {type(data).__name__}: {e}") from None
+    if arr.size == 0:
+        raise TensorError(f"Tensor: zero-size tensors (shape {arr.shape}) are not supported")
+    if arr.dtype.kind not in "biuf":
+        raise TensorError(
+            f"Tensor: cannot make a tensor from {type(data).__name__} with numpy dtype {arr.dtype} "
+            "(numbers beyond 64 bits, strings and mixed objects have no uopc dtype)"
+        )
+    dt = dtype or _natural_dtype(arr, typed=isinstance(data, (np.ndarray, Tensor)))
+    return _fitted(arr, dt), dt
+
+
+def _natural_dtype(arr: np.ndarray[Any, Any], typed: bool) -> DType:
+    """An array's or a tensor's own dtype; for Python numbers, PyTorch's choice (float32, int32, bool),
+    with int64 for integers int32 cannot hold."""
+    if typed:
         try:
-            return data, dtypes.from_numpy(str(data.dtype))
+            return dtypes.from_numpy(str(arr.dtype))
         except ValueError:
-            raise TensorError(f"Tensor: numpy dtype {data.dtype} is not supported") from None
-    arr = np.asarray(data)
-    if arr.dtype.kind == "f":
-        return arr.astype(np.float32), dtypes.float32  # Python floats become float32, as in PyTorch
-    if arr.dtype.kind in "iu":  # Python ints become int32, or int64 where int32 cannot hold them
-        fits = dtypes.int32.min <= arr.min() and arr.max() <= dtypes.int32.max
-        return (arr.astype(np.int32), dtypes.int32) if fits else (arr.astype(np.int64), dtypes.int64)
-    if arr.dtype.kind == "b":
-        return arr, dtypes.bool
-    raise TensorError(f"Tensor: cannot make a tensor from {type(data).__name__} with numpy dtype {arr.dtype}")
+            raise TensorError(f"Tensor: numpy dtype {arr.dtype} is not supported") from None
+    return {"f": dtypes.float32, "b": dtypes.bool}.get(arr.dtype.kind) or _int_dtype(arr)
+
+
+def _int_dtype(arr: np.ndarray[Any, Any]) -> DType:
+    fits = dtypes.int32.min <= arr.min() and arr.max() <= dtypes.int32.max
+    return dtypes.int32 if fits else dtypes.int64
+
+
+def _fitted(arr: np.ndarray[Any, Any], dt: DType) -> np.ndarray[Any, Any]:
+    """`arr` in `dt`, refusing values `dt` cannot hold, which numpy's astype would wrap, make inf or make
+    garbage: integers out of range, NaN and inf for an integer type, finite floats beyond a float type."""
+    if dt.is_int:
+        if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+            raise TensorError(f"Tensor: NaN and inf have no {dt.name} value")
+        low, high = math.trunc(arr.min().item()), math.trunc(arr.max().item())  # floats truncate, as in numpy
+        if low < dt.min or high > dt.max:
+            raise TensorError(
+                f"Tensor: values from {low} to {high} do not fit {dt.name} ({dt.min} to {dt.max}); "
+                "choose a wider dtype, or convert them with numpy first to wrap them on purpose"
+            )
+    with np.errstate(over="ignore"):
+        out = arr.astype(dt.np_name, copy=False)
+    overflow = np.isinf(out) & np.isfinite(arr) if dt.is_float else None
+    if overflow is not None and overflow.any():
+        raise TensorError(f"Tensor: values such as {arr[overflow].flat[0]} are beyond the range of {dt.name}")
+    return out
 
 
 def _buffer_from(data: Any, dtype: DType | None, device: str) -> UOp:
     arr, dt = _numpy_dtype(data, dtype)
-    if arr.size == 0:
-        raise TensorError(f"Tensor: zero-size tensors (shape {arr.shape}) are not supported")
     buf = new_buffer(get_backend(device).from_numpy(arr), dt)
     return buf.reshape(arr.shape) if arr.shape != (arr.size,) else buf
 
@@ -901,14 +1268,16 @@ def _buffer_from(data: Any, dtype: DType | None, device: str) -> UOp:
 def _getitem(t: Tensor, index: Any) -> Tensor:
     """Integers, slices (any step), None and ... as in numpy."""
     items = list(index) if isinstance(index, tuple) else [index]
-    if sum(1 for i in items if i is Ellipsis) > 1:
+    for item in items:
+        _check_index_kind(item)
+    dots = [k for k, i in enumerate(items) if i is Ellipsis]  # `is`, not ==: a tensor's == compares elements
+    if len(dots) > 1:
         raise TensorError("index: at most one ...")
     real = sum(1 for i in items if i is not None and i is not Ellipsis)
     if real > t.ndim:
-        raise TensorError(f"index: {real} indices for a tensor with {t.ndim} dimensions")
-    if Ellipsis in items:
-        at = items.index(Ellipsis)
-        items[at : at + 1] = [slice(None)] * (t.ndim - real)
+        raise TensorIndexError(f"index: {real} indices for a tensor with {t.ndim} dimensions")
+    if dots:
+        items[dots[0] : dots[0] + 1] = [slice(None)] * (t.ndim - real)
     else:
         items += [slice(None)] * (t.ndim - real)
     out, axis, new_shape = t, 0, []
@@ -917,20 +1286,30 @@ def _getitem(t: Tensor, index: Any) -> Tensor:
             new_shape.append(1)
             continue
         size = t.shape[axis]
-        if isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_)):
-            i = int(item)
-            if not -size <= i < size:
-                raise TensorError(f"index {i} is out of range for axis {axis} of size {size}")
-            out = _take_range(out, axis, i % size, i % size + 1, 1)
-        elif isinstance(item, slice):
+        if isinstance(item, slice):
             if item.step == 0:
                 raise TensorError(f"index: slice step cannot be zero (axis {axis})")
             out = _take_range(out, axis, *item.indices(size))
             new_shape.append(out.shape[axis])
         else:
-            raise TensorError(f"index: {type(item).__name__} indices are not supported (use ints, slices, None, ...)")
+            i = operator.index(item)
+            if not -size <= i < size:
+                raise TensorIndexError(f"index {i} is out of range for axis {axis} of size {size}")
+            out = _take_range(out, axis, i % size, i % size + 1, 1)
         axis += 1
     return out.reshape(tuple(new_shape)) if new_shape else out.reshape(())
+
+
+def _check_index_kind(item: object) -> None:
+    """Refuse, by name, the numpy index kinds that are not implemented: masks and integer arrays."""
+    if item is None or item is Ellipsis or isinstance(item, slice) or _is_index(item):
+        return
+    if isinstance(item, (bool, np.bool_)):
+        raise TensorError("index: a bool index (a mask) is not supported; select with mask.where(a, b)")
+    what = "tensor" if isinstance(item, Tensor) else type(item).__name__
+    raise TensorError(
+        f"index: {what} indices (gathers) are not supported; use ints, slices, None and ..., or one_hot for a gather"
+    )
 
 
 # --8<-- [start:take-range]
