@@ -15,6 +15,8 @@ import statistics
 import time
 from collections.abc import Callable
 
+from arguments import output_file, positive_int
+
 from uopc.ir import UOp, dtypes, param, parse, range_, simplify, to_uir
 
 
@@ -50,10 +52,12 @@ def median_rate(work: Callable[[], int], repeats: int) -> float:
 
 def main() -> None:
     p = argparse.ArgumentParser(description="Nodes per second for uopc-ir's core operations.")
-    p.add_argument("--nodes", type=int, default=60_000, help="nodes in the graph (default 60000)")
-    p.add_argument("--exprs", type=int, default=2000, help="random index expressions to simplify (default 2000)")
-    p.add_argument("--repeats", type=int, default=3, help="runs per row; the median is shown (default 3)")
-    p.add_argument("--out", help="also write the table to this file")
+    p.add_argument("--nodes", type=positive_int, default=60_000, help="nodes in the graph (default 60000)")
+    p.add_argument(
+        "--exprs", type=positive_int, default=2000, help="random index expressions to simplify (default 2000)"
+    )
+    p.add_argument("--repeats", type=positive_int, default=3, help="runs per row; the median is shown (default 3)")
+    p.add_argument("--out", type=output_file, help="also write the table to this file")
     args = p.parse_args()
 
     graph = build_chain(args.nodes)
