@@ -65,7 +65,12 @@ def test_a_bad_argument_is_refused_before_any_work(
     argv = [a.format(tmp=work) for a in args]
     env = {**os.environ, "UOPC_DATA": str(data), "UOPC_CACHE": str(cache)}
     done = subprocess.run(
-        [sys.executable, str(SCRIPTS / script), *argv], capture_output=True, text=True, env=env, timeout=120
+        [sys.executable, str(SCRIPTS / script), *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
     )
     assert done.returncode == 2, done.stderr[-2000:]
     assert f"argument {option}: " in done.stderr and message in done.stderr, done.stderr
@@ -83,6 +88,7 @@ def test_train_mnist_runs_with_good_arguments_and_writes_both_files(tmp_path: Pa
         capture_output=True,
         text=True,
         timeout=600,
+        check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith("test accuracy ") and f"saved {checkpoint}" in done.stdout
