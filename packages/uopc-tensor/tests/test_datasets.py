@@ -449,3 +449,9 @@ def test_fetched_arrays_must_be_the_pinned_ones(tmp_path: Path, monkeypatch: pyt
     with pytest.raises(DatasetError, match=r"MNIST from the web: test_labels: SHA-256 [0-9a-f]{64} differs"):
         mnist(fetch=serve(web, []), get_package=no_package)
     assert not (tmp_path / "mnist.npz").exists()
+
+
+def test_an_empty_data_setting_means_the_default_folder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("UOPC_DATA", "")  # Path("") is the current folder
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert datasets.data_dir() == tmp_path / ".cache" / "uopc" / "data"

@@ -53,7 +53,8 @@ class ChecksumError(DatasetError):
 
 
 def data_dir() -> Path:
-    return Path(os.environ.get("UOPC_DATA", Path.home() / ".cache" / "uopc" / "data"))
+    """UOPC_DATA, or ~/.cache/uopc/data when it is unset or empty (an empty path would be the current folder)."""
+    return Path(os.environ.get("UOPC_DATA") or Path.home() / ".cache" / "uopc" / "data")
 
 
 def sha256(data: bytes | memoryview) -> str:
