@@ -3,8 +3,9 @@
     python scripts/bench_ir.py --nodes 100000 --exprs 2000
 
 Rows: building a graph node by node (hash consing on), toposorting it, rewriting it with the symbolic
-rules, printing and parsing its .uir text; and simplify() on random index expressions of the kind
-rangeify produces. Each row is the median of --repeats runs, in nodes (or calls) per second.
+rules, printing and parsing its .uir text; simplify() on random index expressions of the kind rangeify
+produces; and `run` on a matrix-vector product of --nodes elements, counted as `run`'s limit counts them.
+Each row is the median of --repeats runs, in nodes (or calls, or elements) per second.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from collections.abc import Callable
 
 from arguments import output_file, positive_int
 
-from uopc.ir import UOp, dtypes, param, parse, range_, simplify, to_uir
+from uopc.ir import UOp, dtypes, param, parse, range_, run, simplify, stack, to_uir
+from uopc.ir.uop import prod
 
 
 def build_chain(n: int) -> UOp:
@@ -75,6 +77,17 @@ def main() -> None:
             simplify(e)
         return len(exprs)
 
+    # the interpreter: a matrix-vector product of distinct values, rows x 16, as `run`'s limit counts elements
+    rows_ = max(1, args.nodes // 16)  # --nodes is at least 1
+    matrix = stack(*[float(i % 13) for i in range(rows_ * 16)]).reshape((rows_, 16))
+    vector = stack(*[float(i % 7) for i in range(rows_)]).reshape((rows_, 1)).expand((rows_, 16))
+    product = (matrix * vector).sum((0,))
+    elements = sum(prod(u.shape) for u in product.toposort())
+
+    def interpret() -> int:
+        run(product, max_elements=elements)
+        return elements
+
     rows = [
         ("build (hash-consed constructors)", median_rate(rebuild, args.repeats), "nodes/s"),
         ("toposort", median_rate(lambda: len(graph.toposort()), args.repeats), "nodes/s"),
@@ -86,9 +99,10 @@ def main() -> None:
         ("to_uir", median_rate(lambda: len(to_uir(graph).splitlines()) and n, args.repeats), "nodes/s"),
         ("parse", median_rate(lambda: len(parse(text).toposort()), args.repeats), "nodes/s"),
         ("simplify on random index expressions", median_rate(simplify_all, args.repeats), "calls/s"),
+        ("run (the interpreter), a matrix-vector product", median_rate(interpret, args.repeats), "elements/s"),
     ]
     lines = [f"uopc-ir benchmark: a graph of {n} nodes, {len(exprs)} index expressions (median of {args.repeats})"]
-    lines += [f"{name:40s} {rate:14,.0f} {unit}" for name, rate, unit in rows]
+    lines += [f"{name:48s} {rate:14,.0f} {unit}" for name, rate, unit in rows]
     table = "\n".join(lines)
     print(table)
     if args.out:

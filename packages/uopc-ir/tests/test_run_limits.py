@@ -86,4 +86,6 @@ def test_an_undefined_element_still_stops_the_run() -> None:
     casts = stack(1.5, float("inf")).cast(dtypes.int32)
     with pytest.raises(RunError, match="CAST node has no defined value"):
         run(casts)
+    with pytest.raises(RunError, match="CAST node has no defined value"):
+        run(casts.sum((0,)))  # a sum that meets it keeps it too
     assert to_python(run(stack(1.5, -2.5).cast(dtypes.int32))) == [1, -2]

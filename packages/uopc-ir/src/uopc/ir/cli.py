@@ -41,7 +41,7 @@ def _build_parser() -> argparse.ArgumentParser:
                 type=_positive_int,
                 metavar="N",
                 help="refuse programs whose nodes hold more than N elements together "
-                "(default: $UOPC_IR_MAX_ELEMENTS, or 10,000,000)",
+                "(default: $UOPC_IR_MAX_ELEMENTS, or 1,000,000)",
             )
     return parser
 

@@ -693,13 +693,22 @@ def reduce_elements(r: UOp) -> UOp:
     for i, e in enumerate(elements(src)):
         idx = [0 if a in axes else v for a, v in enumerate(_unravel(i, src.shape))]
         groups.setdefault(_ravel(idx, r.shape), []).append(e)
-    out = []
-    for k in range(prod(r.shape)):
-        acc = groups[k][0]
-        for e in groups[k][1:]:
-            acc = _element(op, r.scalar_dtype, (acc, e))
-        out.append(acc)
-    return from_elements(r.shape, out)
+    return from_elements(r.shape, [_combine(op, r.scalar_dtype, groups[k]) for k in range(prod(r.shape))])
+
+
+def _combine(op: Ops, dtype: DType, elems: list[UOp]) -> UOp:
+    """`elems` combined in order with `op`: as values while all are constants, one node at the end."""
+    if not all(e.op is Ops.CONST for e in elems):
+        acc = elems[0]
+        for e in elems[1:]:
+            acc = UOp(op, dtype, (acc, e))
+        return acc
+    value = elems[0].arg
+    for e in elems[1:]:
+        folded = exec_alu(op, dtype, [value, e.arg])
+        assert folded is not None  # ADD, MUL, MAX and MIN are defined everywhere; only a CAST is not
+        value = folded
+    return UOp.const(value, dtype)
 
 
 # --8<-- [start:interpreter-rules]
@@ -717,7 +726,7 @@ interpreter = ShapeKeepingMatcher([
 
 
 # --8<-- [start:run]
-DEFAULT_MAX_ELEMENTS = 10_000_000
+DEFAULT_MAX_ELEMENTS = 1_000_000  # seconds of work (scripts/bench_ir.py): a test is smaller, an accident larger
 
 
 def element_limit() -> int:
@@ -749,7 +758,7 @@ def check_size(program: UOp, limit: int) -> None:
 def run(program: UOp, max_elements: int | None = None) -> UOp:
     """Evaluate a closed program (no buffers, parameters or loops) to a CONST or a STACK of CONSTs.
 
-    `max_elements` bounds the work (see `check_size`); by default UOPC_IR_MAX_ELEMENTS or 10,000,000."""
+    `max_elements` bounds the work (see `check_size`); by default UOPC_IR_MAX_ELEMENTS or 1,000,000."""
     check_size(program, element_limit() if max_elements is None else max_elements)
     result = graph_rewrite(program, interpreter)
     stuck = next((u for u in result.toposort() if u.op not in (Ops.CONST, Ops.STACK)), None)
