@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from arguments import output_file, positive_int
+
 from uopc.backend.c import CExecutable, Program, render_c
 from uopc.backend.c.compiler import cflags, compiler
 from uopc.ir import Ops, UOp
@@ -75,11 +77,13 @@ def cold_and_warm(build: Callable[[list[UOp]], None], asts: list[UOp], repeats: 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--kernels", type=int, default=100, help="how many distinct kernels (default 100)")
-    parser.add_argument("--repeats", type=int, default=3, help="runs per timing; the median is shown (default 3)")
-    parser.add_argument("--out", type=Path, help="also write the table (markdown) to this file")
+    parser.add_argument("--kernels", type=positive_int, default=100, help="how many distinct kernels (default 100)")
+    parser.add_argument(
+        "--repeats", type=positive_int, default=3, help="runs per timing; the median is shown (default 3)"
+    )
+    parser.add_argument("--out", type=output_file, help="also write the table (markdown) to this file")
     args = parser.parse_args()
-    n, repeats = args.kernels, max(1, args.repeats)
+    n, repeats = args.kernels, args.repeats
     saved = os.environ.get("UOPC_CACHE")
 
     asts = kernel_asts(n)

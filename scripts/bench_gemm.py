@@ -18,11 +18,11 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from arguments import output_file, positive_int
 
 from uopc.backend.c import Program, render_c
 from uopc.backend.c.compiler import cflags, compiler
@@ -113,11 +113,13 @@ def table(rows: list[Row], n: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size", type=int, default=1024, help="n for an n x n x n matmul (default 1024)")
-    parser.add_argument("--repeats", type=int, default=5, help="timed runs per setting, after a warm-up (default 5)")
-    parser.add_argument("--out", type=Path, help="also write the table (markdown) to this file")
+    parser.add_argument("--size", type=positive_int, default=1024, help="n for an n x n x n matmul (default 1024)")
+    parser.add_argument(
+        "--repeats", type=positive_int, default=5, help="timed runs per setting, after a warm-up (default 5)"
+    )
+    parser.add_argument("--out", type=output_file, help="also write the table (markdown) to this file")
     args = parser.parse_args()
-    n, repeats = args.size, max(1, args.repeats)
+    n, repeats = args.size, args.repeats
 
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n)).astype(np.float32)

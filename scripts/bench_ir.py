@@ -3,8 +3,9 @@
     python scripts/bench_ir.py --nodes 100000 --exprs 2000
 
 Rows: building a graph node by node (hash consing on), toposorting it, rewriting it with the symbolic
-rules, printing and parsing its .uir text; and simplify() on random index expressions of the kind
-rangeify produces. Each row is the median of --repeats runs, in nodes (or calls) per second.
+rules, printing and parsing its .uir text; simplify() on random index expressions of the kind rangeify
+produces; and `run` on a matrix-vector product of --nodes elements, counted as `run`'s limit counts them.
+Each row is the median of --repeats runs, in nodes (or calls, or elements) per second.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ import statistics
 import time
 from collections.abc import Callable
 
-from uopc.ir import UOp, dtypes, param, parse, range_, simplify, to_uir
+from arguments import output_file, positive_int
+
+from uopc.ir import UOp, dtypes, param, parse, range_, run, simplify, stack, to_uir
+from uopc.ir.uop import prod
 
 
 def build_chain(n: int) -> UOp:
@@ -50,10 +54,12 @@ def median_rate(work: Callable[[], int], repeats: int) -> float:
 
 def main() -> None:
     p = argparse.ArgumentParser(description="Nodes per second for uopc-ir's core operations.")
-    p.add_argument("--nodes", type=int, default=60_000, help="nodes in the graph (default 60000)")
-    p.add_argument("--exprs", type=int, default=2000, help="random index expressions to simplify (default 2000)")
-    p.add_argument("--repeats", type=int, default=3, help="runs per row; the median is shown (default 3)")
-    p.add_argument("--out", help="also write the table to this file")
+    p.add_argument("--nodes", type=positive_int, default=60_000, help="nodes in the graph (default 60000)")
+    p.add_argument(
+        "--exprs", type=positive_int, default=2000, help="random index expressions to simplify (default 2000)"
+    )
+    p.add_argument("--repeats", type=positive_int, default=3, help="runs per row; the median is shown (default 3)")
+    p.add_argument("--out", type=output_file, help="also write the table to this file")
     args = p.parse_args()
 
     graph = build_chain(args.nodes)
@@ -71,6 +77,17 @@ def main() -> None:
             simplify(e)
         return len(exprs)
 
+    # the interpreter: a matrix-vector product of distinct values, rows x 16, as `run`'s limit counts elements
+    rows_ = max(1, args.nodes // 16)  # --nodes is at least 1
+    matrix = stack(*[float(i % 13) for i in range(rows_ * 16)]).reshape((rows_, 16))
+    vector = stack(*[float(i % 7) for i in range(rows_)]).reshape((rows_, 1)).expand((rows_, 16))
+    product = (matrix * vector).sum((0,))
+    elements = sum(prod(u.shape) for u in product.toposort())
+
+    def interpret() -> int:
+        run(product, max_elements=elements)
+        return elements
+
     rows = [
         ("build (hash-consed constructors)", median_rate(rebuild, args.repeats), "nodes/s"),
         ("toposort", median_rate(lambda: len(graph.toposort()), args.repeats), "nodes/s"),
@@ -82,9 +99,10 @@ def main() -> None:
         ("to_uir", median_rate(lambda: len(to_uir(graph).splitlines()) and n, args.repeats), "nodes/s"),
         ("parse", median_rate(lambda: len(parse(text).toposort()), args.repeats), "nodes/s"),
         ("simplify on random index expressions", median_rate(simplify_all, args.repeats), "calls/s"),
+        ("run (the interpreter), a matrix-vector product", median_rate(interpret, args.repeats), "elements/s"),
     ]
     lines = [f"uopc-ir benchmark: a graph of {n} nodes, {len(exprs)} index expressions (median of {args.repeats})"]
-    lines += [f"{name:40s} {rate:14,.0f} {unit}" for name, rate, unit in rows]
+    lines += [f"{name:48s} {rate:14,.0f} {unit}" for name, rate, unit in rows]
     table = "\n".join(lines)
     print(table)
     if args.out:

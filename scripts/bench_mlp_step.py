@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from arguments import positive_int
 
 
 @dataclass
@@ -110,11 +111,11 @@ def main() -> None:
         description="Time an MLP's forward+backward in uopc: first (compiling) call and repeated calls, "
         "with a cold and a warm kernel cache, each in a fresh process."
     )
-    p.add_argument("--batch", type=int, default=64, help="rows per call (default 64)")
-    p.add_argument("--inputs", type=int, default=784, help="input features (default 784)")
-    p.add_argument("--hidden", type=int, default=128, help="hidden units (default 128)")
-    p.add_argument("--classes", type=int, default=10, help="output classes (default 10)")
-    p.add_argument("--repeats", type=int, default=20, help="timed calls after the first (default 20)")
+    p.add_argument("--batch", type=positive_int, default=64, help="rows per call (default 64)")
+    p.add_argument("--inputs", type=positive_int, default=784, help="input features (default 784)")
+    p.add_argument("--hidden", type=positive_int, default=128, help="hidden units (default 128)")
+    p.add_argument("--classes", type=positive_int, default=10, help="output classes (default 10)")
+    p.add_argument("--repeats", type=positive_int, default=20, help="timed calls after the first (default 20)")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     sizes = [args.inputs, args.hidden, args.classes]

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from arguments import non_negative_int, output_file, positive_int
 
 BATCH, HIDDEN = 128, 256
 
@@ -93,9 +94,9 @@ def first_step(cache: str) -> list[float]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description="ms per MNIST training step: uopc vs PyTorch (CPU), same run.")
-    p.add_argument("--steps", type=int, default=50, help="timed steps per framework (default 50)")
-    p.add_argument("--warmup", type=int, default=5, help="untimed steps first (default 5)")
-    p.add_argument("--out", help="also write the table to this file")
+    p.add_argument("--steps", type=positive_int, default=50, help="timed steps per framework (default 50)")
+    p.add_argument("--warmup", type=non_negative_int, default=5, help="untimed steps first (default 5)")
+    p.add_argument("--out", type=output_file, help="also write the table to this file")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:

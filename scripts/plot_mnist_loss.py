@@ -27,6 +27,7 @@ matplotlib.use("Agg")  # files only: no display needed
 import matplotlib.pyplot as plt
 import numpy as np
 import numpy.typing as npt
+from arguments import input_file, output_folder, positive_int
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN_SCRIPT = ROOT / "scripts" / "train_mnist.py"
@@ -39,15 +40,17 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
         description="Plot the loss curve of scripts/train_mnist.py into docs/outputs. Options not listed "
         "here (--epochs, --batch-size, --hidden, --lr, ...) are passed to train_mnist.py.",
     )
-    p.add_argument("--log", type=Path, help="plot this loss log (from train_mnist.py --log) instead of training")
-    p.add_argument("--train-output", type=Path, help="with --log: the printed output of that run, for its results")
-    p.add_argument("--out-dir", type=Path, default=ROOT / "docs" / "outputs", help="where to write (docs/outputs)")
-    p.add_argument("--window", type=int, default=50, help="steps in the moving average (default 50)")
+    p.add_argument("--log", type=input_file, help="plot this loss log (from train_mnist.py --log) instead of training")
+    p.add_argument(
+        "--train-output", type=input_file, help="with --log: the printed output of that run, for its results"
+    )
+    p.add_argument(
+        "--out-dir", type=output_folder, default=ROOT / "docs" / "outputs", help="where to write (docs/outputs)"
+    )
+    p.add_argument("--window", type=positive_int, default=50, help="steps in the moving average (default 50)")
     args, rest = p.parse_known_args(argv)
     if args.train_output and not args.log:
         p.error("--train-output goes with --log")
-    if args.window < 1:
-        p.error("--window must be at least 1")
     return args, rest
 
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 import math
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+from arguments import non_negative_float, non_negative_int, output_file, positive_float, positive_int
 from tqdm import tqdm
 
 from uopc.tensor import Tensor
@@ -25,6 +25,7 @@ from uopc.tensor.nn import Linear, Module, save
 from uopc.tensor.optim import AdamW
 
 MEAN, STD = 0.1307, 0.3081  # of MNIST's training pixels, scaled to [0, 1]
+TRAIN_IMAGES = 60_000
 
 
 class MLP(Module):
@@ -58,16 +59,22 @@ def cosine_lr(peak: float, step: int, total: int) -> float:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options, every one checked before any work: a mistake is an argparse error (exit 2) naming it."""
     p = argparse.ArgumentParser(description="Train an MLP on MNIST with uopc (AdamW, cross-entropy).")
-    p.add_argument("--epochs", type=int, default=4, help="passes over the 60,000 training images (default 4)")
-    p.add_argument("--batch-size", type=int, default=128, help="images per step (default 128)")
-    p.add_argument("--hidden", type=int, default=256, help="width of the hidden layer (default 256)")
-    p.add_argument("--lr", type=float, default=2e-3, help="peak AdamW learning rate, cosine-decayed (default 2e-3)")
-    p.add_argument("--weight-decay", type=float, default=1e-4, help="AdamW weight decay (default 1e-4)")
-    p.add_argument("--seed", type=int, default=0, help="seed for initialization and shuffling (default 0)")
-    p.add_argument("--checkpoint", type=Path, help="save the trained model to this .safetensors file")
-    p.add_argument("--log", type=Path, help="write the loss of every step to this file (one per line)")
-    return p.parse_args(argv)
+    p.add_argument("--epochs", type=positive_int, default=4, help="passes over the 60,000 training images (default 4)")
+    p.add_argument("--batch-size", type=positive_int, default=128, help="images per step (default 128)")
+    p.add_argument("--hidden", type=positive_int, default=256, help="width of the hidden layer (default 256)")
+    p.add_argument("--lr", type=positive_float, default=2e-3, help="peak AdamW learning rate, cosine-decayed (2e-3)")
+    p.add_argument("--weight-decay", type=non_negative_float, default=1e-4, help="AdamW weight decay (default 1e-4)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed for initialization and shuffling (default 0)")
+    p.add_argument("--checkpoint", type=output_file, help="save the trained model to this .safetensors file")
+    p.add_argument("--log", type=output_file, help="write the loss of every step to this file (one per line)")
+    args = p.parse_args(argv)
+    if args.batch_size > TRAIN_IMAGES:
+        p.error(f"argument --batch-size: {args.batch_size} is more than the {TRAIN_IMAGES:,} training images")
+    if args.checkpoint is not None and args.checkpoint == args.log:
+        p.error("argument --log: the same file as --checkpoint")
+    return args
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -95,13 +102,14 @@ def main(argv: list[str] | None = None) -> None:
             losses.append(float(loss.item()))
             step_times.append(time.perf_counter() - start)
             bar.set_postfix(loss=f"{losses[-1]:.4f}", img_per_s=f"{args.batch_size / step_times[-1]:,.0f}")
+    if args.checkpoint:  # first: whatever fails later, the trained model is kept
+        save(model.state_dict(), args.checkpoint)
     acc = accuracy(model, normalize(test_x), test_y.astype(np.int32))
     first, rest = step_times[0], float(np.median(step_times[1:])) if len(step_times) > 1 else step_times[0]
     print(f"test accuracy {acc * 100:.2f}%  |  {rest * 1e3:.2f} ms/step (median; first step {first * 1e3:.0f} ms)")
     if args.log:
         args.log.write_text("".join(f"{v:.6f}\n" for v in losses))
     if args.checkpoint:
-        save(model.state_dict(), args.checkpoint)
         print(f"saved {args.checkpoint}")
 
 

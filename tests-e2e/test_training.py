@@ -86,6 +86,8 @@ def test_an_mlp_learns_mnist() -> None:
 
 
 def load_script() -> ModuleType:
+    if str(SCRIPT.parent) not in sys.path:  # as `python scripts/train_mnist.py` has it: for `import arguments`
+        sys.path.append(str(SCRIPT.parent))
     spec = importlib.util.spec_from_file_location("train_mnist_script", SCRIPT)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import textwrap
@@ -19,8 +20,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from uopc.backend.c import DEFAULT_CFLAGS, Program, build_library
-from uopc.backend.c.compiler import cache_dir, cache_key, cached_library, cflags, compiler
+from uopc.backend.c import DEFAULT_CFLAGS, CacheError, CompileError, Program, build_library, program
+from uopc.backend.c.compiler import (
+    DEFAULT_CACHE_MAX_MB,
+    cache_dir,
+    cache_key,
+    cache_max_bytes,
+    cached_library,
+    cflags,
+    compiler,
+)
 
 
 def source_for(tag: str) -> str:
@@ -181,3 +190,210 @@ def test_processes_building_the_same_kernels_at_once_all_succeed(tmp_path: Path)
     libraries = list(cache.rglob("*.so"))
     assert libraries and all(verified(p) for p in libraries)
     assert not list(cache.rglob("build-*"))  # every temporary build folder was cleaned up
+
+
+# ---- whose cache: a library is code, and loading it runs it ---------------------------------------------
+
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+OTHER = 4242  # a uid and gid that no one on this machine uses
+
+
+def cache_levels(path: Path) -> dict[str, Path]:
+    """The folders the cache made for library `path`, and the library."""
+    return {"root": cache_dir(), "bucket": path.parent.parent, "entry": path.parent, "library": path}
+
+
+def test_cache_folders_and_libraries_are_private_whatever_the_umask(cc_log: Path) -> None:
+    source = source_for("private")
+    old = os.umask(0o002)  # a common default: files and folders writable by the user's group
+    try:
+        path = build_library(source)
+        assert build_library(source) == path and compiles(cc_log) == 1  # its own files pass its own checks
+    finally:
+        os.umask(old)
+    for name, level in cache_levels(path).items():
+        mode = stat.S_IMODE(level.stat().st_mode)
+        assert mode & 0o022 == 0, (name, oct(mode))
+        if name != "library":
+            assert mode == 0o700, (name, oct(mode))
+
+
+@ROOT_ONLY
+@pytest.mark.parametrize("level", ["root", "bucket", "entry", "library"])
+def test_a_cache_that_belongs_to_someone_else_is_refused(cc_log: Path, level: str) -> None:
+    source = source_for(f"owner-{level}")
+    target = cache_levels(build_library(source))[level]
+    os.chown(target, OTHER, OTHER)
+    with pytest.raises(CacheError) as e:
+        build_library(source)
+    message = str(e.value)
+    assert f"{target} belongs to uid {OTHER}, not to you (uid 0)" in message and "UOPC_CACHE" in message
+    assert compiles(cc_log) == 1
+
+
+@pytest.mark.parametrize("level", ["root", "bucket", "entry", "library"])
+@pytest.mark.parametrize(("bits", "who"), [(0o020, "its group"), (0o002, "other users")])
+def test_a_cache_that_others_can_write_is_refused(cc_log: Path, level: str, bits: int, who: str) -> None:
+    source = source_for(f"mode-{level}-{bits}")
+    target = cache_levels(build_library(source))[level]
+    target.chmod(stat.S_IMODE(target.stat().st_mode) | bits)
+    with pytest.raises(CacheError) as e:
+        build_library(source)
+    message = str(e.value)
+    assert f"{target} can be written by {who}" in message and f"chmod go-w {target}" in message
+    assert compiles(cc_log) == 1
+
+
+def test_a_shared_folder_like_tmp_is_refused_as_a_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # sticky and writable by all, as /tmp is
+    monkeypatch.setenv("UOPC_CACHE", str(shared))
+    with pytest.raises(CacheError, match="can be written by its group and other users"):
+        build_library(source_for("shared"))
+    assert not list(shared.iterdir())
+
+
+@ROOT_ONLY
+def test_a_library_planted_by_another_user_does_not_run(cc_log: Path, tmp_path: Path) -> None:
+    # the attack: a library whose bytes hash to its name, with a constructor that runs when it is loaded
+    source = source_for("planted")
+    ran = tmp_path / "constructor-ran"
+    evil = tmp_path / "evil.c"
+    evil.write_text(
+        "#include <stdio.h>\n"
+        f'__attribute__((constructor)) static void plant(void) {{ fclose(fopen("{ran}", "w")); }}\n'
+        "void twice(const float *a, float *b) { b[0] = a[0]; }\n"
+    )
+    built = tmp_path / "evil.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(built), str(evil)], check=True)
+    key = cache_key(source, compiler(), cflags())
+    entry = cache_dir() / key[:2] / key
+    entry.mkdir(parents=True)
+    planted = entry / f"lib-{hashlib.sha256(built.read_bytes()).hexdigest()[:16]}.so"
+    shutil.copy(built, planted)
+    os.chown(planted, OTHER, OTHER)
+    assert verified(planted)  # the hash in the name proves nothing about who wrote it
+    with pytest.raises(CacheError, match=f"belongs to uid {OTHER}"):
+        Program(source, "twice")
+    assert not ran.exists() and compiles(cc_log) == 0
+
+
+def test_an_empty_cache_setting_means_the_default_folder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Path("") is the current folder: the cache was written wherever the program ran
+    monkeypatch.setenv("UOPC_CACHE", "")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert cache_dir() == tmp_path / "home" / ".cache" / "uopc"
+    path = build_library(source_for("empty-setting"))
+    assert path.is_relative_to(tmp_path / "home" / ".cache" / "uopc") and not list(work.iterdir())
+
+
+# ---- compiler settings that cannot make a library -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cc", "flags", "problem"),
+    [
+        ("true", DEFAULT_CFLAGS, "exited successfully but wrote no library"),
+        ("gcc", "-E", "wrote a file that is not a shared library: b'# "),  # preprocessed C
+        ("gcc", "-S", "wrote a file that is not a shared library"),
+        ("gcc", "-O2 -c", "wrote a file that is not a shared library: b'\\x7fELF"),  # an object file
+    ],
+)
+def test_a_compiler_that_makes_no_library_is_a_compile_error_naming_the_settings(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cc: str, flags: str, problem: str
+) -> None:
+    monkeypatch.setenv("UOPC_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CC", cc)
+    monkeypatch.setenv("CFLAGS", flags)
+    with pytest.raises(CompileError) as e:
+        Program(source_for(f"no-library-{cc}-{flags}"), "twice")
+    message = str(e.value)
+    assert f"$CC={cc!r} with $CFLAGS={flags!r}" in message and problem in message
+    assert not list((tmp_path / "cache").rglob("lib-*"))
+
+
+@pytest.mark.parametrize(("name", "value"), [("CC", 'gcc "-O2'), ("CFLAGS", "-O2 -DNAME='x")])
+def test_an_unbalanced_quote_names_the_setting(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str, value: str
+) -> None:
+    monkeypatch.setenv("UOPC_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv(name, value)
+    with pytest.raises(CompileError) as e:
+        build_library(source_for(f"quote-{name}"))
+    assert str(e.value) == f"${name}={value!r} cannot be split into words as a shell would: No closing quotation"
+
+
+# ---- a bounded cache ------------------------------------------------------------------------------------
+
+
+def same_folder_sources(n: int) -> list[str]:
+    """`n` sources whose keys start with the same two hex digits: their entries share a folder."""
+    by_folder: dict[str, list[str]] = {}
+    for i in range(100_000):
+        source = source_for(f"lru-{i}")
+        group = by_folder.setdefault(cache_key(source, compiler(), cflags())[:2], [])
+        group.append(source)
+        if len(group) == n:
+            return group
+    raise AssertionError("no folder got n keys")
+
+
+def test_least_recently_used_libraries_are_evicted_first(cc_log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b, c = same_folder_sources(3)
+    lib_a = build_library(a)
+    size = lib_a.stat().st_size
+    monkeypatch.setenv("UOPC_CACHE_MAX_MB", str(2.5 * size * 256 / 2**20))  # room for two libraries a folder
+    lib_b = build_library(b)
+    time.sleep(0.05)  # file times have a granularity of a few milliseconds
+    assert build_library(a) == lib_a  # used again: now b is the least recently used
+    lib_c = build_library(c)
+    assert lib_a.exists() and lib_c.exists() and not lib_b.exists() and not lib_b.parent.exists()
+    assert compiles(cc_log) == 3
+    assert build_library(a) == lib_a and compiles(cc_log) == 3
+    assert build_library(b) == lib_b and compiles(cc_log) == 4  # evicted, so built again
+    assert sum(p.stat().st_size for p in cache_dir().rglob("lib-*.so")) <= 2.5 * size
+
+
+def test_a_library_larger_than_the_limit_is_kept_until_the_next_build(
+    cc_log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("UOPC_CACHE_MAX_MB", "0.001")  # 4 bytes a folder: smaller than any library
+    a, b = same_folder_sources(2)
+    lib_a = build_library(a)
+    assert lib_a.exists() and run_twice(a) == [2.0, 4.0, 6.0]
+    lib_b = build_library(b)
+    assert lib_b.exists() and not lib_a.exists()
+
+
+@pytest.mark.parametrize("value", ["lots", "0", "-1", "nan", "inf"])
+def test_a_bad_cache_limit_is_named(cc_log: Path, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("UOPC_CACHE_MAX_MB", value)
+    with pytest.raises(CacheError, match=f"UOPC_CACHE_MAX_MB={value!r} is not a positive number of megabytes"):
+        build_library(source_for(f"limit-{value}"))
+
+
+def test_a_library_evicted_between_lookup_and_load_is_built_again(
+    cc_log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # another process's build may evict the library this one just found, before it is loaded
+    calls: list[Path] = []
+
+    def evicted_once(source: str) -> Path:
+        path = build_library(source)
+        calls.append(path)
+        if len(calls) == 1:
+            path.unlink()
+        return path
+
+    monkeypatch.setattr(program, "build_library", evicted_once)
+    assert run_twice(source_for("evicted")) == [2.0, 4.0, 6.0]
+    assert len(calls) == 2 and compiles(cc_log) == 2
+
+
+def test_the_default_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("UOPC_CACHE_MAX_MB", raising=False)
+    assert cache_max_bytes() == DEFAULT_CACHE_MAX_MB * 2**20 == 512 * 2**20

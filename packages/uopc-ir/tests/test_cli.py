@@ -86,6 +86,33 @@ def test_run_of_an_open_program_fails_with_the_reason(capsys: pytest.CaptureFixt
     assert err.startswith(f"{path}: ") and "loop index" in err
 
 
+HUGE = """%0 = const 1.0
+%1 = reshape %0 : (1, 1)
+%2 = expand %1 : (100000, 100000)
+%3 = reduce_axis %2 : op=add axes=(0, 1)
+"""
+
+
+def test_run_refuses_a_program_too_large_to_evaluate(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # four lines that expand to 10^10 elements ran until killed
+    stdin(monkeypatch, HUGE)
+    code, out, err = cli(capsys, "run")
+    assert (code, out) == (1, "")
+    assert err.startswith("<stdin>: the program has 10,000,000,00") and "UOPC_IR_MAX_ELEMENTS" in err
+
+
+def test_run_limit_is_an_option(capsys: pytest.CaptureFixture[str]) -> None:
+    softmax = str(EXAMPLE_DIR / "softmax_row.uir")
+    code, _, err = cli(capsys, "run", "--max-elements", "5", softmax)
+    assert code == 1 and "at most 5 element by element" in err
+    assert cli(capsys, "run", "--max-elements", "1000", softmax)[0] == 0
+    with pytest.raises(SystemExit) as e:
+        cli(capsys, "run", "--max-elements", "0", softmax)
+    assert e.value.code == 2 and "--max-elements: '0' is not a positive integer" in capsys.readouterr().err
+
+
 # ---- standard input -------------------------------------------------------------------------------------
 
 

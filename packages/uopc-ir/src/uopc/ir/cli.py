@@ -35,7 +35,21 @@ def _build_parser() -> argparse.ArgumentParser:
         sub.add_argument("file", nargs="?", default="-", metavar="FILE", help="a .uir file, or - for stdin")
         if verb == "graph":
             sub.add_argument("--format", choices=("dot", "mermaid"), default="dot", help="default: dot")
+        if verb == "run":
+            sub.add_argument(
+                "--max-elements",
+                type=_positive_int,
+                metavar="N",
+                help="refuse programs whose nodes hold more than N elements together "
+                "(default: $UOPC_IR_MAX_ELEMENTS, or 1,000,000)",
+            )
     return parser
+
+
+def _positive_int(text: str) -> int:
+    if not (text.isascii() and text.isdigit() and int(text) > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return int(text)
 
 
 def _read(path: str) -> str:
@@ -46,15 +60,15 @@ def _read(path: str) -> str:
 
 
 # --8<-- [start:execute]
-def _execute(verb: str, text: str, graph_format: str) -> str:
-    if verb == "fmt":
+def _execute(args: argparse.Namespace, text: str) -> str:
+    if args.verb == "fmt":
         return fmt(text)
     program = parse(text)
-    if verb == "simplify":
+    if args.verb == "simplify":
         return to_uir(simplify(program))
-    if verb == "run":
-        return f"{to_python(run(program))}\n"
-    return to_dot(program) if graph_format == "dot" else to_mermaid(program)
+    if args.verb == "run":
+        return f"{to_python(run(program, args.max_elements))}\n"
+    return to_dot(program) if args.format == "dot" else to_mermaid(program)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -62,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     name = "<stdin>" if args.file == "-" else args.file
     try:
         text = _read(args.file)
-        sys.stdout.write(_execute(args.verb, text, getattr(args, "format", "dot")))
+        sys.stdout.write(_execute(args, text))
     except OSError as e:
         print(f"uopc-ir: cannot read {name}: {e.strerror}", file=sys.stderr)
         return 1

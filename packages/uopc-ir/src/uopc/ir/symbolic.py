@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -663,30 +664,51 @@ def move_elements(m: UOp) -> UOp:
     return from_elements(m.shape, out)
 
 
+def _element(op: Ops, dtype: DType, srcs: tuple[UOp, ...]) -> UOp:
+    """One element of an elementwise op or a reduction: folded at once when its operands are constants.
+
+    Building the node and letting `fold_constants` fold it gives the same value, but costs one rule
+    application per element, and the rewrite's budget would stop a large program for that alone."""
+    if all(s.op is Ops.CONST for s in srcs):
+        value = exec_alu(op, dtype, [s.arg for s in srcs])
+        if value is not None:
+            return UOp.const(value, dtype)
+    return UOp(op, dtype, srcs)  # no defined value: the node stays, and `run` says why
+
+
 def alu_elements(x: UOp) -> UOp | None:
     """An ALU op or CAST on STACKs, done element by element; scalars broadcast."""
     if not any(s.op is Ops.STACK for s in x.src):
         return None
     per_src = [elements(s) if s.op is Ops.STACK else [s] * prod(x.shape) for s in x.src]
-    elems = [UOp(x.op, x.dtype, srcs) for srcs in zip(*per_src, strict=True)]
+    elems = [_element(x.op, x.scalar_dtype, srcs) for srcs in zip(*per_src, strict=True)]
     return from_elements(x.shape, elems)
 
 
 def reduce_elements(r: UOp) -> UOp:
-    """REDUCE_AXIS on a constant: each output element combines its group with the reduce op."""
+    """REDUCE_AXIS on a constant: each output element combines its group, in order, with the reduce op."""
     op, axes = r.arg
     src = r.src[0]
     groups: dict[int, list[UOp]] = {}
     for i, e in enumerate(elements(src)):
         idx = [0 if a in axes else v for a, v in enumerate(_unravel(i, src.shape))]
         groups.setdefault(_ravel(idx, r.shape), []).append(e)
-    out = []
-    for k in range(prod(r.shape)):
-        acc = groups[k][0]
-        for e in groups[k][1:]:
-            acc = UOp(op, acc.dtype, (acc, e))
-        out.append(acc)
-    return from_elements(r.shape, out)
+    return from_elements(r.shape, [_combine(op, r.scalar_dtype, groups[k]) for k in range(prod(r.shape))])
+
+
+def _combine(op: Ops, dtype: DType, elems: list[UOp]) -> UOp:
+    """`elems` combined in order with `op`: as values while all are constants, one node at the end."""
+    if not all(e.op is Ops.CONST for e in elems):
+        acc = elems[0]
+        for e in elems[1:]:
+            acc = UOp(op, dtype, (acc, e))
+        return acc
+    value = elems[0].arg
+    for e in elems[1:]:
+        folded = exec_alu(op, dtype, [value, e.arg])
+        assert folded is not None  # ADD, MUL, MAX and MIN are defined everywhere; only a CAST is not
+        value = folded
+    return UOp.const(value, dtype)
 
 
 # --8<-- [start:interpreter-rules]
@@ -704,8 +726,40 @@ interpreter = ShapeKeepingMatcher([
 
 
 # --8<-- [start:run]
-def run(program: UOp) -> UOp:
-    """Evaluate a closed program (no buffers, parameters or loops) to a CONST or a STACK of CONSTs."""
+DEFAULT_MAX_ELEMENTS = 1_000_000  # seconds of work (scripts/bench_ir.py): a test is smaller, an accident larger
+
+
+def element_limit() -> int:
+    """How many elements `run` may create: UOPC_IR_MAX_ELEMENTS, or DEFAULT_MAX_ELEMENTS."""
+    text = os.environ.get("UOPC_IR_MAX_ELEMENTS")
+    if text is None:
+        return DEFAULT_MAX_ELEMENTS
+    if not (text.isascii() and text.isdigit() and int(text) > 0):
+        raise RunError(f"UOPC_IR_MAX_ELEMENTS={text!r} is not a positive integer")
+    return int(text)
+
+
+def check_size(program: UOp, limit: int) -> None:
+    """Refuse, before any work, a program whose nodes hold more than `limit` elements together.
+
+    The interpreter makes one node per element of every shaped node, so this is the work and the memory
+    `run` needs; an expand to 10^10 elements would otherwise run until it is killed."""
+    nodes = program.toposort()
+    total = sum(prod(u.shape) for u in nodes)
+    if total > limit:
+        big = max(nodes, key=lambda u: prod(u.shape))
+        raise RunError(
+            f"the program has {total:,} elements (the largest node, {big.op.name} of shape {big.shape}, has "
+            f"{prod(big.shape):,}); run evaluates at most {limit:,} element by element. "
+            "Raise the limit with UOPC_IR_MAX_ELEMENTS or run's max_elements"
+        )
+
+
+def run(program: UOp, max_elements: int | None = None) -> UOp:
+    """Evaluate a closed program (no buffers, parameters or loops) to a CONST or a STACK of CONSTs.
+
+    `max_elements` bounds the work (see `check_size`); by default UOPC_IR_MAX_ELEMENTS or 1,000,000."""
+    check_size(program, element_limit() if max_elements is None else max_elements)
     result = graph_rewrite(program, interpreter)
     stuck = next((u for u in result.toposort() if u.op not in (Ops.CONST, Ops.STACK)), None)
     if stuck is not None:

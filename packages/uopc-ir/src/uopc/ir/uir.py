@@ -14,7 +14,7 @@ Grammar (one `line` per text line; `#` starts a comment; blank lines are ignored
     operand  := '%' NAME | literal
     literal  := INT | FLOAT | 'true' | 'false' | 'inf' | '-inf' | 'nan' | DTYPE '(' literal ')'
     arg      := value | KEY '=' value {KEY '=' value}
-    value    := INT | FLOAT | WORD | '(' [value {',' value} [',']] ')'
+    value    := INT | FLOAT | WORD | '(' [value {',' value} [',']] ')'     (at most 16 parentheses deep)
     DTYPE    := a dtype's short name (f32, i64, bool, ...), or one followed by '*' and an address space
 
 A literal operand is a constant: `3` is int32, `3.0` float32, `true` bool; `i64(3)` gives the type. The
@@ -248,6 +248,10 @@ def tokenize(line: str, lineno: int) -> list[Token]:
 # --8<-- [end:tokenize]
 
 
+MAX_ARG_DEPTH = 16
+"""Args nest two deep (PAD's pairs); hashing and printing a value recurse once per level, so depth is bounded."""
+
+
 class _LineParser:
     """Parses the tokens of one line; every error carries the line and the column of the offending token."""
 
@@ -333,6 +337,8 @@ class _LineParser:
                 raise self.error("a value")
             self.pos += 1
             if tok.kind == "punct" and tok.text == "(":
+                if len(open_tuples) == MAX_ARG_DEPTH:
+                    raise UIRSyntaxError(self.lineno, tok.col, f"an arg nests at most {MAX_ARG_DEPTH} parentheses deep")
                 open_tuples.append([])
                 if self.at(")"):
                     self.pos += 1

@@ -18,13 +18,24 @@ def node_label(u: UOp) -> str:
     return label
 
 
+# Each picture's quoting, in the order applied: a character that an escape introduces is escaped first.
+DOT_ESCAPES = (("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"))  # a label is a quoted dot string
+MERMAID_ESCAPES = (("#", "#35;"), ('"', "#quot;"), ("&", "#amp;"), ("<", "#lt;"), (">", "#gt;"), ("\n", "<br/>"))
+
+
+def escape(text: str, escapes: tuple[tuple[str, str], ...]) -> str:
+    for char, code in escapes:
+        text = text.replace(char, code)
+    return text
+
+
 def to_dot(root: UOp) -> str:
     """Graphviz: `uopc-ir graph prog.uir | dot -Tsvg > prog.svg`."""
     order = toposort(root)
     ids = {u: i for i, u in enumerate(order)}
     lines = ["digraph uops {", "  rankdir=BT;", '  node [shape=box, fontname="monospace"];']
     for u in order:
-        text = node_label(u).replace('"', '\\"').replace("\n", "\\n")
+        text = escape(node_label(u), DOT_ESCAPES)
         style = ', style=filled, fillcolor="#eeeeee"' if u.op is Ops.CONST else ""
         lines.append(f'  n{ids[u]} [label="{text}"{style}];')
     lines += [f"  n{ids[s]} -> n{ids[u]};" for u in order for s in u.src]
@@ -38,7 +49,7 @@ def to_mermaid(root: UOp) -> str:
     ids = {u: i for i, u in enumerate(order)}
     lines = ["flowchart BT"]
     for u in order:
-        text = node_label(u).replace('"', "#quot;").replace("\n", "<br/>")
+        text = escape(node_label(u), MERMAID_ESCAPES)
         lines.append(f'  n{ids[u]}["{text}"]')
     lines += [f"  n{ids[s]} --> n{ids[u]}" for u in order for s in u.src]
     return "\n".join(lines) + "\n"

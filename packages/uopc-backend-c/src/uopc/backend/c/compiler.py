@@ -6,15 +6,23 @@ flags, so changing any of them builds anew. An entry is the folder `<cache>/<key
 trusted if its bytes hash to its name. A build writes to a temporary name and renames it into place, which
 is atomic, so two processes building the same source at once, or a build killed halfway, never leave a
 half-written library where a reader would load it; a damaged file fails its hash check and is rebuilt.
+
+The hash proves that a file is undamaged, not who wrote it, and loading a library runs its code. So every
+folder the cache makes is private (mode 0700), and a folder or library that belongs to another user, or
+that group or others may write, is refused with a CacheError before anything in it is loaded. The cache
+holds at most UOPC_CACHE_MAX_MB megabytes: each build evicts the least recently used libraries of its folder.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
+import math
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
@@ -44,6 +52,10 @@ class CompileError(RuntimeError):
 # --8<-- [end:compile-error]
 
 
+class CacheError(RuntimeError):
+    """The kernel cache cannot be trusted or is set up wrong; the message says how to fix it."""
+
+
 # --8<-- [start:cache-key]
 def compiler() -> str:
     return os.environ.get("CC", "gcc")
@@ -54,7 +66,16 @@ def cflags() -> str:
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("UOPC_CACHE", Path.home() / ".cache" / "uopc"))
+    """UOPC_CACHE, or ~/.cache/uopc when it is unset or empty (an empty path would mean the current folder)."""
+    return Path(os.environ.get("UOPC_CACHE") or Path.home() / ".cache" / "uopc")
+
+
+def setting_words(name: str, value: str) -> list[str]:
+    """The words of the setting `name` (CC or CFLAGS), split as a shell would; a CompileError if it cannot be."""
+    try:
+        return shlex.split(value)
+    except ValueError as e:
+        raise CompileError(f"${name}={value!r} cannot be split into words as a shell would: {e}", "") from None
 
 
 @functools.cache
@@ -62,7 +83,7 @@ def compiler_identity(cc: str) -> str:
     """The compiler's resolved path and version line: a different gcc must not reuse another's builds.
 
     CC may carry a wrapper or arguments (CC="ccache gcc"); each word that names a program is resolved."""
-    words = shlex.split(cc)
+    words = setting_words("CC", cc)
     path = shutil.which(words[0]) if words else None
     if path is None:
         raise CompileError(f"C compiler {cc!r} not found; install gcc or set CC", "")
@@ -76,7 +97,7 @@ def native_target(cc: str, flags: str) -> str:
     """What -march=native means on this machine: a cache shared with another CPU must not reuse its builds."""
     if "-march=native" not in flags:
         return ""
-    cmd = [*shlex.split(cc), "-march=native", "-Q", "--help=target"]  # gcc's spelling; clang prints nothing
+    cmd = [*setting_words("CC", cc), "-march=native", "-Q", "--help=target"]  # gcc's spelling; clang prints nothing
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     return "\n".join(
         line.strip() for line in done.stdout.splitlines() if line.strip().startswith(("-march=", "-mtune="))
@@ -91,8 +112,47 @@ def cache_key(source: str, cc: str, flags: str) -> str:
 # --8<-- [end:cache-key]
 
 
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+# --8<-- [start:private]
+def check_private(st: os.stat_result, path: Path) -> None:
+    """Refuse a cache folder or library that another user wrote, or could write: loading a library runs it."""
+    kind = "folder" if stat.S_ISDIR(st.st_mode) else "file"
+    if st.st_uid != os.geteuid():
+        raise CacheError(
+            f"kernel cache {kind} {path} belongs to uid {st.st_uid}, not to you (uid {os.geteuid()}): uopc runs "
+            "the libraries in its cache, so it uses only a cache of your own. Set UOPC_CACHE to a folder of "
+            "yours, or delete this one"
+        )
+    if st.st_mode & 0o022:
+        who = " and ".join(w for w, bit in (("its group", 0o020), ("other users", 0o002)) if st.st_mode & bit)
+        raise CacheError(
+            f"kernel cache {kind} {path} can be written by {who} (mode {stat.S_IMODE(st.st_mode):o}), who could "
+            "plant a library that runs in your process. Delete it (it holds only a cache), or, if nobody else "
+            f"has written to it, run: chmod go-w {shlex.quote(str(path))}"
+        )
+
+
+def checked_entry(key: str, create: bool) -> Path | None:
+    """The folder of `key`'s entry, every level checked by `check_private`; None if a level is missing.
+
+    With `create`, missing levels are made with mode 0700: readable and writable by you alone."""
+    root = cache_dir()
+    levels = [root, root / key[:2], root / key[:2] / key]
+    for level in levels:
+        if create:
+            level.mkdir(mode=0o700, parents=level is root, exist_ok=True)
+        try:
+            st = os.stat(level)
+        except FileNotFoundError:
+            return None
+        check_private(st, level)
+    return levels[-1]
+
+
+# --8<-- [end:private]
 
 
 # --8<-- [start:cached-library]
@@ -102,21 +162,30 @@ def entry_folder(key: str) -> Path:
 
 def cached_library(key: str) -> Path | None:
     """A verified library for `key`, or None; damaged files are deleted so the next build replaces them."""
+    folder = checked_entry(key, create=False)
     try:
-        names = sorted(os.listdir(entry_folder(key)))
-    except OSError:  # no entry yet, or removed meanwhile
+        names = sorted(os.listdir(folder)) if folder is not None else []
+    except OSError:  # removed meanwhile
         return None
     for name in names:
         path = entry_folder(key) / name
         if not (name.startswith("lib-") and name.endswith(".so")):
             continue
         try:
-            if _digest(path) == name[4:-3]:
+            if _verified(path):
+                os.utime(path)  # used now: eviction removes the least recently used first
                 return path
             path.unlink()
         except OSError:
             continue  # removed by another process meanwhile
     return None
+
+
+def _verified(path: Path) -> bool:
+    """Whether the library's bytes hash to its name; checked to be yours alone before it is read."""
+    with open(path, "rb") as f:
+        check_private(os.fstat(f.fileno()), path)
+        return _digest(f.read()) == path.name[4:-3]
 
 
 def build_library(source: str) -> Path:
@@ -126,22 +195,99 @@ def build_library(source: str) -> Path:
     found = cached_library(key)
     if found is not None:
         return found
-    folder = entry_folder(key)
-    folder.mkdir(parents=True, exist_ok=True)
-    _sweep_abandoned_builds(folder)
-    with tempfile.TemporaryDirectory(dir=folder, prefix="build-") as tmp:
-        Path(tmp, "kernel.c").write_text(source)
-        cmd = [*shlex.split(cc), *shlex.split(flags), "-shared", "-fPIC", "-o", "kernel.so", "kernel.c", "-lm"]
-        done = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, check=False)
+    folder, tmp = _build_folder(key)
+    with tmp:
+        Path(tmp.name, "kernel.c").write_text(source)
+        cmd = [*setting_words("CC", cc), *setting_words("CFLAGS", flags)]
+        cmd += ["-shared", "-fPIC", "-o", "kernel.so", "kernel.c", "-lm"]
+        done = subprocess.run(cmd, cwd=tmp.name, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise CompileError(f"{shlex.join(cmd)} failed:\n{done.stderr}", source)
-        built = Path(tmp, "kernel.so")
-        final = folder / f"lib-{_digest(built)}.so"
+        built = Path(tmp.name, "kernel.so")
+        final = folder / f"lib-{_digest(check_built(built, cc, flags))}.so"
+        built.chmod(0o700)  # yours alone, whatever the umask made it
         os.replace(built, final)  # atomic: readers see no file or the whole file
+    evict(folder.parent, keep=final)
     return final
 
 
 # --8<-- [end:cached-library]
+
+
+def _build_folder(key: str) -> tuple[Path, tempfile.TemporaryDirectory[str]]:
+    """The entry's folder, made if need be, and a temporary folder in it to build in.
+
+    Another process's eviction can remove the entry between the two steps; then both are done again."""
+    while True:
+        folder = checked_entry(key, create=True)
+        assert folder is not None  # made just now
+        _sweep_abandoned_builds(folder)
+        with contextlib.suppress(FileNotFoundError):
+            return folder, tempfile.TemporaryDirectory(dir=folder, prefix="build-")
+
+
+# --8<-- [start:check-built]
+ELF_MAGIC, ET_DYN = b"\x7fELF", 3  # ET_DYN: the e_type of a shared object
+
+
+def check_built(path: Path, cc: str, flags: str) -> bytes:
+    """The bytes of the library the compiler wrote, or a CompileError naming CC and CFLAGS if it wrote none.
+
+    A compiler that exits 0 without a shared library (CC=true, or -E, -S, -c in CFLAGS) would otherwise
+    fail later, at load time, with a message about a missing file or an invalid ELF header."""
+    settings = f"$CC={cc!r} with $CFLAGS={flags!r}"
+    hint = "CC must name a C compiler, and CFLAGS must not stop it early (-E, -S, -c, -M) or redirect it (-o)"
+    if not path.exists():
+        raise CompileError(f"{settings} exited successfully but wrote no library. {hint}", "")
+    data = path.read_bytes()
+    e_type = int.from_bytes(data[16:18], "big" if data[5:6] == b"\x02" else "little")  # EI_DATA: byte order
+    if data[:4] != ELF_MAGIC or e_type != ET_DYN:
+        raise CompileError(f"{settings} wrote a file that is not a shared library: {data[:16]!r}... {hint}", "")
+    return data
+
+
+# --8<-- [end:check-built]
+
+
+# --8<-- [start:evict]
+DEFAULT_CACHE_MAX_MB = 512
+
+
+def cache_max_bytes() -> int:
+    """The cache's size limit: UOPC_CACHE_MAX_MB megabytes (fractions allowed), or DEFAULT_CACHE_MAX_MB."""
+    text = os.environ.get("UOPC_CACHE_MAX_MB") or str(DEFAULT_CACHE_MAX_MB)
+    try:
+        megabytes = float(text)
+    except ValueError:
+        megabytes = math.nan
+    if not (math.isfinite(megabytes) and megabytes > 0):
+        raise CacheError(f"UOPC_CACHE_MAX_MB={text!r} is not a positive number of megabytes")
+    return int(megabytes * 2**20)
+
+
+def evict(bucket: Path, keep: Path) -> None:
+    """Delete the least recently used libraries of `bucket`, one of the 256 folders `<cache>/<xx>/`, until
+    it holds at most 1/256 of the limit; the library just built (`keep`) stays whatever its size.
+
+    Keys are uniform hashes, so each folder gets its share of the entries, and with every folder within its
+    share the whole cache is within the limit; each build reads only its own folder (as ccache does)."""
+    libraries = []
+    for lib in bucket.glob("*/lib-*.so"):
+        with contextlib.suppress(OSError):  # removed by another process meanwhile
+            st = lib.stat()
+            libraries.append((st.st_mtime_ns, st.st_size, lib))
+    budget, total = cache_max_bytes() // 256, sum(size for _, size, _ in libraries)
+    for _, size, lib in sorted(libraries):
+        if total <= budget:
+            break
+        if lib != keep:
+            with contextlib.suppress(OSError):
+                lib.unlink()
+                lib.parent.rmdir()  # fails, and the folder stays, while another process builds in it
+            total -= size
+
+
+# --8<-- [end:evict]
 
 
 ABANDONED_AFTER_SECONDS = 3600  # no build takes an hour: a build folder this old belongs to a killed process

@@ -119,13 +119,26 @@ def load_library(path: Path) -> ctypes.CDLL:
     return ctypes.CDLL(str(path))
 
 
+def load_built(source: str) -> ctypes.CDLL:
+    """The library built from `source`, loaded. Another process's build can evict it from the cache between
+    the lookup and the load (when the cache's limit is small); then it is looked up, or built, again."""
+    for _ in range(3):
+        path = build_library(source)
+        try:
+            return load_library(path)
+        except OSError:
+            if path.exists():
+                raise  # not evicted: the library itself does not load
+    return load_library(build_library(source))
+
+
 # --8<-- [start:program]
 class Program:
     """A C function built from source and callable on numpy arrays: `Program(src, "k")(a, b, out)`."""
 
     def __init__(self, source: str, name: str) -> None:
         self.name, self.params = name, parse_signature(source, name)
-        self.fn = getattr(load_library(build_library(source)), name)
+        self.fn = getattr(load_built(source), name)
         self.fn.restype = None
         self.fn.argtypes = [ctypes.c_void_p] * len(self.params)
 

@@ -1,0 +1,96 @@
+"""The scripts' command lines: a value that cannot work is refused before any work, naming the option.
+
+Each case runs the script as a user would, with an empty $UOPC_DATA and kernel cache: an argparse error
+(exit status 2, `argument --option:` on stderr) that leaves both empty has stopped before any data was
+fetched or kernel built. Before these checks, `--batch-size 0` was a ZeroDivisionError after MNIST was
+loaded, `--epochs 0` an IndexError, and a `--checkpoint` in a missing folder an error after the whole run.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from uopc.tensor.nn import load
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+MISSING = "{tmp}/no-such-folder/out.txt"
+
+# (script, arguments, the option the error names, what it says); {tmp} is a fresh folder
+BAD_ARGUMENTS = [
+    ("train_mnist.py", ["--epochs", "0"], "--epochs", "0 is less than 1"),
+    ("train_mnist.py", ["--batch-size", "0"], "--batch-size", "0 is less than 1"),
+    ("train_mnist.py", ["--batch-size", "60001"], "--batch-size", "more than the 60,000 training images"),
+    ("train_mnist.py", ["--hidden", "-3"], "--hidden", "-3 is less than 1"),
+    ("train_mnist.py", ["--epochs", "two"], "--epochs", "'two' is not an integer"),
+    ("train_mnist.py", ["--lr", "nan"], "--lr", "nan is not a finite number positive"),
+    ("train_mnist.py", ["--lr", "0"], "--lr", "0 is not a finite number positive"),
+    ("train_mnist.py", ["--weight-decay=-1e-4"], "--weight-decay", "is not a finite number at least 0"),
+    ("train_mnist.py", ["--seed", "-1"], "--seed", "-1 is less than 0"),
+    ("train_mnist.py", ["--checkpoint", MISSING], "--checkpoint", "no-such-folder does not exist"),
+    ("train_mnist.py", ["--log", "{tmp}"], "--log", "is a folder"),
+    ("train_mnist.py", ["--log", "{tmp}/a", "--checkpoint", "{tmp}/a"], "--log", "the same file as --checkpoint"),
+    ("bench_build.py", ["--kernels", "0"], "--kernels", "0 is less than 1"),
+    ("bench_build.py", ["--repeats", "0"], "--repeats", "0 is less than 1"),
+    ("bench_build.py", ["--out", MISSING], "--out", "does not exist"),
+    ("bench_gemm.py", ["--size", "0"], "--size", "0 is less than 1"),
+    ("bench_gemm.py", ["--out", MISSING], "--out", "does not exist"),
+    ("bench_ir.py", ["--nodes", "0"], "--nodes", "0 is less than 1"),
+    ("bench_ir.py", ["--repeats", "0"], "--repeats", "0 is less than 1"),
+    ("bench_ir.py", ["--out", MISSING], "--out", "does not exist"),
+    ("bench_mlp_step.py", ["--batch", "0"], "--batch", "0 is less than 1"),
+    ("bench_mlp_step.py", ["--repeats", "0"], "--repeats", "0 is less than 1"),
+    ("bench_mnist.py", ["--steps", "0"], "--steps", "0 is less than 1"),
+    ("bench_mnist.py", ["--warmup", "-1"], "--warmup", "-1 is less than 0"),
+    ("bench_mnist.py", ["--out", MISSING], "--out", "does not exist"),
+    ("plot_mnist_loss.py", ["--window", "0"], "--window", "0 is less than 1"),
+    ("plot_mnist_loss.py", ["--log", "{tmp}/losses.txt"], "--log", "losses.txt does not exist"),
+    ("plot_mnist_loss.py", ["--out-dir", "{tmp}/file/out"], "--out-dir", "file is not a folder"),
+    ("plot_mnist_loss.py", ["--epochs", "0"], "--epochs", "0 is less than 1"),  # train_mnist.py's own check
+]
+
+
+@pytest.mark.parametrize(("script", "args", "option", "message"), BAD_ARGUMENTS)
+def test_a_bad_argument_is_refused_before_any_work(
+    tmp_path: Path, script: str, args: list[str], option: str, message: str
+) -> None:
+    data, cache, work = tmp_path / "data", tmp_path / "cache", tmp_path / "work"
+    for folder in (data, cache, work):
+        folder.mkdir()
+    (work / "file").write_text("a file where a folder is expected\n")
+    argv = [a.format(tmp=work) for a in args]
+    env = {**os.environ, "UOPC_DATA": str(data), "UOPC_CACHE": str(cache)}
+    done = subprocess.run(
+        [sys.executable, str(SCRIPTS / script), *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"argument {option}: " in done.stderr and message in done.stderr, done.stderr
+    assert done.stderr.startswith("usage: ") and "Traceback" not in done.stderr
+    assert not list(data.iterdir()) and not list(cache.iterdir())  # nothing fetched, nothing built
+    assert sorted(p.name for p in work.iterdir()) == ["file"]  # nothing written
+
+
+def test_train_mnist_runs_with_good_arguments_and_writes_both_files(tmp_path: Path) -> None:
+    # two steps of a tiny model: the options pass their checks and both output files are written
+    checkpoint, log = tmp_path / "mlp.safetensors", tmp_path / "losses.txt"
+    argv = ["--epochs", "1", "--batch-size", "30000", "--hidden", "8", "--checkpoint", str(checkpoint)]
+    done = subprocess.run(
+        [sys.executable, str(SCRIPTS / "train_mnist.py"), *argv, "--log", str(log)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("test accuracy ") and f"saved {checkpoint}" in done.stdout
+    assert len(log.read_text().splitlines()) == 2
+    assert sorted(load(checkpoint)) == ["l1.bias", "l1.weight", "l2.bias", "l2.weight"]
