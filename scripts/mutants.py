@@ -4,6 +4,7 @@
     python scripts/mutants.py pad_gate_dropped     # one mutant (or several, by name)
     python scripts/mutants.py --module lower       # the mutants of one package
     python scripts/mutants.py --list               # the catalogue: module, what each breaks, the tests it runs
+    python scripts/mutants.py --tests packages X   # mutant X against every package's tests, not its own subset
 
 A mutant is a source patch: a file, a snippet that must occur in it exactly once, and the wrong code that
 replaces it. The patch is applied to a shadow copy of every package's sources in a temporary folder, which
@@ -23,6 +24,7 @@ import argparse
 import importlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -31,7 +33,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -750,20 +752,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("mutants", nargs="*", metavar="MUTANT", help="mutants to run (default: all of them)")
     parser.add_argument("--module", choices=sorted({m.module for m in MUTANTS}), help="only the mutants of one package")
     parser.add_argument("--list", action="store_true", help="list the mutants, what each breaks and its tests; exit")
+    parser.add_argument("--tests", help="pytest arguments to run instead of each mutant's own tests, e.g. 'packages'")
     parser.add_argument("--jobs", type=int, default=2, help="mutants run at once (default: 2)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds one test run may take (default: 600)")
     args = parser.parse_args(args_in)
     chosen = select(parser, args.mutants, args.module)
+    if args.tests:
+        chosen = [replace(m, tests=tuple(shlex.split(args.tests))) for m in chosen]
     if args.list:
         for m, line in zip(chosen, catalogue_lines(chosen), strict=True):
             print(f"{line}\n{'':43} tests: {' '.join(m.tests)}")
         return 0
-    stale = []
-    for m in chosen:
-        try:
-            mutated_source(m)
-        except NoLongerApplies as e:
-            stale.append(str(e))
+    stale = stale_mutants(chosen)
     if stale:
         print("\n".join(stale) + f"\n{len(stale)} mutant(s) no longer apply: update them to the code as it is now")
         return 1
@@ -771,11 +771,29 @@ def main(argv: list[str] | None = None) -> int:
     runnable = [m for m in chosen if m.tests not in failing]
     outcomes = run_mutants(runnable, args.jobs, args.timeout)
     print_table(runnable, outcomes)
-    survived = [m.name for m, o in zip(runnable, outcomes, strict=True) if not o.killed]
-    print(f"{len(runnable) - len(survived)} of {len(chosen)} mutants killed", end="")
-    print(f"; not killed: {', '.join(survived)}" if survived else "", end="")
-    print(f"; {len(failing)} baseline(s) failed" if failing else "")
-    return 0 if not survived and not failing else 1
+    return summarize(chosen, runnable, outcomes, len(failing))
+
+
+def stale_mutants(mutants: Sequence[Mutant]) -> list[str]:
+    """Why each mutant that no longer applies to the code does not."""
+    stale = []
+    for m in mutants:
+        try:
+            mutated_source(m)
+        except NoLongerApplies as e:
+            stale.append(str(e))
+    return stale
+
+
+def summarize(chosen: Sequence[Mutant], ran: Sequence[Mutant], outcomes: Sequence[Outcome], bad_baselines: int) -> int:
+    """Print what was missed and return the exit status: 0 when every mutant was killed."""
+    missed = [(m, o) for m, o in zip(ran, outcomes, strict=True) if not o.killed]
+    for m, o in missed:
+        what = "the run gave no verdict" if o.error else "no test failed: a test is missing"
+        print(f"{m.name} ({m.file}): {what}\n  it breaks: {m.breaks}\n  tests run: {' '.join(m.tests)}")
+    print(f"{len(ran) - len(missed)} of {len(chosen)} mutants killed", end="")
+    print(f"; {bad_baselines} baseline(s) failed, their mutants were not run" if bad_baselines else "")
+    return 0 if not missed and not bad_baselines else 1
 
 
 BY_NAME = {m.name: m for m in MUTANTS}
