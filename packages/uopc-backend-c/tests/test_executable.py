@@ -100,6 +100,18 @@ def test_run_kernel_checks_its_parameters(chain: CExecutable) -> None:
         chain.run_kernel(1, [np.zeros(6, np.float32), np.zeros(6, np.float32)])
 
 
+def test_run_kernel_refuses_a_read_only_output_but_not_a_read_only_input(chain: CExecutable) -> None:
+    x, out = np.arange(6, dtype=np.float32), np.zeros(2, np.float32)
+    x.flags.writeable = False
+    out.flags.writeable = False
+    with pytest.raises(ArgumentError, match="rowsum: data1 is read-only, but the kernel writes it"):
+        chain.run_kernel(1, [x, out])
+    assert not out.any()
+    out = np.zeros(2, np.float32)
+    chain.run_kernel(1, [x, out])
+    np.testing.assert_array_equal(out, [3.0, 12.0])
+
+
 def test_inconsistent_plans_are_refused() -> None:
     with pytest.raises(ValueError, match="step calls scale with 3 buffers; it takes 2"):
         CExecutable([SCALE], [Step(0, (0, 1, 2))])
@@ -116,6 +128,12 @@ def test_plan_buffer_shared_by_kernels_of_different_sizes_takes_the_largest() ->
     x, mid, out = np.arange(6, dtype=np.float32), np.full(6, 10, np.float32), np.zeros(6, np.float32)
     exe.run([x, mid, out])
     np.testing.assert_array_equal(out, scale(np.array([3, 12, 10, 10, 10, 10], np.float32)))
+    # and the other way round: SCALE writes all 6 elements of buffer 1, then ROWSUM overwrites the first 2
+    exe = CExecutable([SCALE, ROWSUM], [Step(0, (0, 1)), Step(1, (0, 1))])
+    assert [p.size for p in exe.buffers.values()] == [6, 6]
+    out = np.zeros(6, np.float32)
+    exe.run([x, out])
+    np.testing.assert_array_equal(out, np.concatenate([x.reshape(2, 3).sum(1), scale(x)[2:]]))
 
 
 def test_c_backend_is_registered_and_round_trips_numpy() -> None:

@@ -81,6 +81,15 @@ def test_output_sharing_memory_with_an_input_is_refused(axpy: Program) -> None:
     np.testing.assert_array_equal(buf[4:], [1.0, 4.0, 5.0, 8.0])
 
 
+def test_overlap_with_an_array_that_is_not_the_next_one_is_refused(axpy: Program) -> None:
+    # in address order data0 [0, 16), data1 [4, 12), data2 [12, 28): data2 overlaps data0, though data1 lies
+    # between their starts (and overlaps neither the written array nor, being read-only, matters with data0)
+    base = np.zeros(8, np.float32)
+    x, idx, out = base[0:4], base[1:3].view(np.int32), base[3:7]
+    with pytest.raises(ArgumentError, match="data2 shares memory with data0"):
+        axpy(x, idx, out)
+
+
 @pytest.mark.parametrize("count", [2, 4])
 def test_wrong_number_of_arrays_is_refused(axpy: Program, count: int) -> None:
     args = [*arrays(), np.zeros(4, np.float32)][:count]

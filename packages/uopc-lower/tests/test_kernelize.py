@@ -105,3 +105,28 @@ def test_a_computed_subgraph_is_read_from_its_buffer_not_walked() -> None:
     assert inputs == [y]  # x is not an input any more: nothing below the computed node was visited
     assert not any(u.op in (Ops.MUL, Ops.EXP) for u in graph.toposort())
     assert graph is normalize([y.sum([0])])[0]  # the same plan as reading y directly
+
+
+def test_the_optimizer_setting_is_part_of_the_plan_key() -> None:
+    """OPT=0 after OPT=1 on the same graph must get the plain plan, not the optimized one from the cache."""
+    a, b = buf(1, 16, 1, 16), buf(2, 1, 16, 16)
+    graph, _ = normalize([(a.expand((16, 16, 16)) * b.expand((16, 16, 16))).sum([2])])
+    optimized, plain = make_plan(graph, opt=True), make_plan(graph, opt=False)
+    assert [k.ast for k in optimized.kernels] != [k.ast for k in plain.kernels]  # the opts change this graph
+    cache = PlanCache()
+    cache.get(graph, opt=True)
+    got, new = cache.get(graph, opt=False)
+    assert new
+    assert [k.ast for k in got.kernels] == [k.ast for k in plain.kernels]
+
+
+def test_the_plan_used_least_recently_is_dropped_first() -> None:
+    cache = PlanCache(size=2)
+    graphs = [normalize([buf(9, 5) * c])[0] for c in (2.0, 3.0, 4.0)]
+    cache.get(graphs[0], opt=False)
+    cache.get(graphs[1], opt=False)
+    assert not cache.get(graphs[0], opt=False)[1]  # a hit: graphs[0] is now the most recently used
+    cache.get(graphs[2], opt=False)  # full: drops graphs[1], used least recently, though made after graphs[0]
+    assert not cache.get(graphs[0], opt=False)[1]
+    assert cache.get(graphs[1], opt=False)[1]
+    assert cache.made == 4
