@@ -14,6 +14,9 @@ import random
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
+
+import stamp
 
 from uopc.ir import UOp, dtypes, param, parse, range_, simplify, to_uir
 
@@ -88,8 +91,7 @@ def main() -> None:
     table = "\n".join(lines)
     print(table)
     if args.out:
-        with open(args.out, "w") as f:
-            f.write(table + "\n")
+        stamp.write(Path(args.out), table + "\n", ["packages/uopc-ir/src", __file__])
 
 
 if __name__ == "__main__":
