@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import BrowserContext, ConsoleMessage, Page, Request, Route, sync_playwright
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 ROOT = Path(__file__).resolve().parent.parent
 SITE = ROOT / "site"
@@ -131,7 +132,11 @@ def visit(context: BrowserContext, origin: str) -> Iterator[functools.partial[Vi
 
 def diagrams_drawn(page: Page, count: int) -> list[str]:
     """Wait for the theme to replace each mermaid block by a drawing; problems with any that it did not."""
-    page.wait_for_function(f"document.querySelectorAll('div.mermaid').length >= {count}", timeout=20_000)
+    try:
+        page.wait_for_function(f"document.querySelectorAll('div.mermaid').length >= {count}", timeout=20_000)
+    except PlaywrightTimeoutError:
+        drawn = page.locator("div.mermaid").count()
+        return [f"{count - drawn} of {count} mermaid diagrams were not drawn within 20 s (shown as source)"]
     drawings = page.evaluate(
         """() => [...document.querySelectorAll('div.mermaid')].map(d => {
             const svg = d.shadowRoot && d.shadowRoot.querySelector('svg');
@@ -156,17 +161,21 @@ def test_page_loads_offline_without_errors(visit: functools.partial[Visit], path
 
 
 def search(page: Page, term: str) -> int:
-    """Type `term` into the search box and return how many results the theme lists."""
+    """Type `term` into the search box and return how many results the theme lists; raise an AssertionError
+    that quotes the search box's status line if the theme never answers."""
     box = page.locator("input.md-search__input")
     meta = "document.querySelector('.md-search-result__meta').textContent"
     # the theme reads the box on key events; it answers an empty box with "Type to start searching" once its
     # index is ready, so the answer read below is for this term and not for the one before it
-    box.fill("")
-    box.press("End")
-    page.wait_for_function(f"/Type to start/.test({meta})", timeout=30_000)
-    box.fill(term)
-    box.press("End")
-    page.wait_for_function(f"/matching document/i.test({meta})", timeout=10_000)
+    try:
+        box.fill("")
+        box.press("End")
+        page.wait_for_function(f"/Type to start/.test({meta})", timeout=30_000)
+        box.fill(term)
+        box.press("End")
+        page.wait_for_function(f"/matching document/i.test({meta})", timeout=10_000)
+    except PlaywrightTimeoutError:
+        raise AssertionError(f"search did not answer {term!r}: it says {page.evaluate(meta)!r}") from None
     return page.locator(".md-search-result__item").count()
 
 
@@ -176,6 +185,9 @@ def test_search_answers_for_defined_terms(visit: functools.partial[Visit], path:
     terms = glossary_terms()
     # every term on the first page; on the others, a few, enough to show search works there too
     chosen = terms if path == SEARCH_PAGES[0] else terms[SEARCH_PAGES.index(path) :: 25]
-    unanswered = [t for t in chosen if search(v.page, t) == 0]
+    try:
+        unanswered = [t for t in chosen if search(v.page, t) == 0]
+    except AssertionError as e:
+        raise AssertionError("\n".join([f"{path}: {e}", *v.problems])) from None
     assert not unanswered, f"{path}: search found nothing for {unanswered}"
     assert not v.problems, f"{path}:\n" + "\n".join(v.problems)
