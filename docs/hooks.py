@@ -24,11 +24,11 @@ def on_pre_build(config: Any) -> None:
     PAGES.clear()
     for problem in vendor.check_vendored():
         log.warning(problem)
-    if outputs.is_git_checkout():
+    if outputs.has_history():
         for problem in outputs.stale_outputs():
             log.warning(problem)
     else:
-        log.info("not a git checkout: the stamps of docs/outputs/ are not checked against the code")
+        log.info("not a git checkout with its history: the stamps of docs/outputs/ are not checked against the code")
     run_listings()
 
 

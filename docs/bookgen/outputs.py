@@ -22,9 +22,12 @@ import stamp  # noqa: E402
 FIGURE = re.compile(r"\{\{\s*out\s+(.+?)\s*\}\}")
 
 
-def is_git_checkout() -> bool:
-    done = subprocess.run(["git", "rev-parse", "--git-dir"], cwd=DOCS, capture_output=True, check=False)
-    return done.returncode == 0
+def has_history() -> bool:
+    """Whether this is a git checkout with its whole history (a shallow clone cannot date the code)."""
+    done = subprocess.run(
+        ["git", "rev-parse", "--is-shallow-repository"], cwd=DOCS, capture_output=True, text=True, check=False
+    )
+    return done.returncode == 0 and done.stdout.strip() == "false"
 
 
 def stale_outputs() -> list[str]:
