@@ -252,22 +252,29 @@ def _env_reads(tree: ast.Module) -> list[tuple[str, str, ast.expr | None, int]]:
     return found
 
 
-def _function_doc(tree: ast.Module, line: int) -> str:
+def _purpose(tree: ast.Module, source: list[str], line: int) -> str:
+    """What a use of a variable is for: the docstring of the function around it, or the comment above it."""
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.lineno <= line <= (node.end_lineno or node.lineno):
             doc = ast.get_docstring(node)
             return doc.split("\n\n")[0].replace("\n", " ") if doc else f"in `{node.name}`"
-    return "at import"
+    comment: list[str] = []
+    for text in reversed(source[: line - 1]):
+        if not text.startswith("# ") or "--8<--" in text:
+            break
+        comment.insert(0, text[2:])
+    return " ".join(comment) or "at import"
 
 
 def environment_section() -> str:
     lines = ["| variable | how uopc uses it | default | where | what for |", "| --- | --- | --- | --- | --- |"]
     for module in uopc_modules():
         assert module.__file__ is not None
-        tree = ast.parse(Path(module.__file__).read_text())
+        text = Path(module.__file__).read_text()
+        tree = ast.parse(text)
         for var, how, default, line in sorted(_env_reads(tree), key=lambda read: read[0]):
             where = f"`{module.__name__}`, line {line}"
-            doc = cell(_function_doc(tree, line))
+            doc = cell(_purpose(tree, text.splitlines(), line))
             lines.append(f"| `{var}` | {how} | {cell(_literal(default, module))} | {where} | {doc} |")
     return "\n".join(lines)
 

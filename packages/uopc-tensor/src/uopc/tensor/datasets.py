@@ -47,6 +47,7 @@ class ChecksumError(DatasetError):
 
 
 def data_dir() -> Path:
+    """Where data sets are downloaded and cached: $UOPC_DATA, else ~/.cache/uopc/data."""
     return Path(os.environ.get("UOPC_DATA", Path.home() / ".cache" / "uopc" / "data"))
 
 

@@ -33,6 +33,7 @@ class TensorError(ValueError):
 
 
 def _default_device() -> str:
+    """The backend new tensors compute on: $DEVICE (C unless set), by its registered name."""
     return os.environ.get("DEVICE", "C").upper()
 
 

@@ -46,14 +46,17 @@ class CompileError(RuntimeError):
 
 # --8<-- [start:cache-key]
 def compiler() -> str:
+    """The C compiler command: $CC, else gcc. Part of the kernel cache key."""
     return os.environ.get("CC", "gcc")
 
 
 def cflags() -> str:
+    """The compiler flags: $CFLAGS, else DEFAULT_CFLAGS. Part of the kernel cache key."""
     return os.environ.get("CFLAGS", DEFAULT_CFLAGS)
 
 
 def cache_dir() -> Path:
+    """Where compiled kernel libraries are kept: $UOPC_CACHE, else ~/.cache/uopc."""
     return Path(os.environ.get("UOPC_CACHE", Path.home() / ".cache" / "uopc"))
 
 
