@@ -37,6 +37,9 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     if path == "notes.md":
         markdown = notebook.add_entry_anchors(markdown)
     markdown = source.expand_source_pages(markdown)
+    if path == "index.md" or path.startswith("book/"):
+        for problem in outputs.typed_figures(markdown):
+            log.warning(f"{path}: {problem}")
     try:
         markdown = outputs.insert_figures(markdown)
     except ValueError as e:

@@ -135,6 +135,18 @@ def test_a_figure_is_the_cell_its_reference_names(tmp_path: Path, monkeypatch: p
         outputs.insert_figures('{{ out other.txt "tiled" }}')
 
 
+def test_measurements_typed_into_the_prose_are_reported() -> None:
+    page = """A step takes 10.9 ms here, and {{ out b.txt "step" }} there.
+
+    A pitfall's history: it went from 25 ms to 12 ms.
+
+```text
+12 ms in a listing
+```
+"""
+    assert outputs.typed_figures(page) == ["'10.9 ms' is typed by hand; quote the stamped output with {{ out ... }}"]
+
+
 NOTES = """# Lab notebook
 
 ## 1. Linked both ways

@@ -20,6 +20,8 @@ sys.path.insert(0, str(DOCS.parent / "scripts"))  # scripts/ is a folder of scri
 import stamp  # noqa: E402
 
 FIGURE = re.compile(r"\{\{\s*out\s+(.+?)\s*\}\}")
+# a measured time or speed typed into the prose, where a `{{ out ... }}` reference belongs
+TYPED = re.compile(r"(?<![\w.])\d[\d,.]*\s?(?:ms|GFLOP/s|img/s)\b")
 
 
 def has_history() -> bool:
@@ -71,3 +73,17 @@ def figure(reference: str) -> str:
 
 def insert_figures(markdown: str) -> str:
     return FIGURE.sub(lambda m: figure(m[1]), markdown)
+
+
+def typed_figures(markdown: str) -> list[str]:
+    """Measurements typed by hand in a page's own text: not in code, not in an indented block (the pitfalls
+    tell history, with the numbers of their time), not in a `{{ out ... }}` reference."""
+    found, fenced = [], False
+    for line in markdown.split("\n"):
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+        elif not fenced and not line.startswith("    "):
+            text = re.sub(r"`[^`]*`", "", FIGURE.sub("", line))
+            advice = "is typed by hand; quote the stamped output with {{ out ... }}"
+            found += [f"'{m[0]}' {advice}" for m in TYPED.finditer(text)]
+    return found
