@@ -3,9 +3,11 @@
 Every file a script writes into docs/outputs/ starts with one stamp line (a PNG carries it as metadata):
 
     stamp: commit 1a2b3c4d5e6f (committed 2026-05-02 10:11:12 UTC), measured 2026-05-02 10:30:01 UTC on
-    AMD EPYC 7B13 with 2 threads; measures packages/uopc-ir/src, scripts/bench_gemm.py
+    AMD EPYC 7B13 with 2 threads, load 1.35; measures packages/uopc-ir/src, scripts/bench_gemm.py
 
-(on one line). The commit is the checkout's HEAD, and "measures" lists the code the numbers depend on. The
+(on one line). The commit is the checkout's HEAD, the load is the machine's one-minute load average when
+the measurement ended (its own threads included: above the thread count, something else was running, and
+timings are slower than on an idle machine), and "measures" lists the code the numbers depend on. The
 docs build (docs/hooks.py) calls `stale_reason` for each output and fails when a commit that is not in the
 stamp's history changed that code, so a number in the book is never older than the code it describes.
 """
@@ -25,7 +27,8 @@ PNG_KEY = "uopc-stamp"  # the PNG text chunk that holds a picture's stamp
 _TIME = "%Y-%m-%d %H:%M:%S UTC"
 _LINE = re.compile(
     r"^stamp: commit (?P<commit>[0-9a-f]{7,40})(?P<dirty> \+ uncommitted changes)? \(committed (?P<committed>[^)]+)\), "
-    r"measured (?P<measured>.+?) on (?P<cpu>.+) with (?P<threads>\d+) threads?; measures (?P<measures>.+)$"
+    r"measured (?P<measured>.+?) on (?P<cpu>.+) with (?P<threads>\d+) threads?, load (?P<load>[\d.]+); "
+    r"measures (?P<measures>.+)$"
 )
 
 
@@ -37,6 +40,7 @@ class Stamp:
     measured: datetime.datetime
     cpu: str
     threads: int  # threads the measurement could use: OMP_NUM_THREADS, else the CPUs this process may run on
+    load: float  # the one-minute load average when the measurement ended
     measures: tuple[str, ...]  # repository paths of the code the numbers depend on
 
     def line(self) -> str:
@@ -44,7 +48,7 @@ class Stamp:
         return (
             f"stamp: commit {self.commit}{dirty} (committed {self.committed.strftime(_TIME)}), "
             f"measured {self.measured.strftime(_TIME)} on {self.cpu} with {self.threads} "
-            f"thread{'s' if self.threads != 1 else ''}; measures {', '.join(self.measures)}"
+            f"thread{'s' if self.threads != 1 else ''}, load {self.load:.2f}; measures {', '.join(self.measures)}"
         )
 
 
@@ -89,6 +93,7 @@ def make(measures: list[str | Path]) -> Stamp:
         measured=datetime.datetime.now(datetime.UTC).replace(microsecond=0),
         cpu=cpu_model(),
         threads=thread_count(),
+        load=round(os.getloadavg()[0], 2),
         measures=paths,
     )
 
@@ -108,6 +113,7 @@ def parse(line: str) -> Stamp | None:
         measured=when(found["measured"]),
         cpu=found["cpu"],
         threads=int(found["threads"]),
+        load=float(found["load"]),
         measures=tuple(found["measures"].split(", ")),
     )
 
