@@ -1,30 +1,59 @@
-"""mkdocs hook: run the book's listings before the pages are read, so every output shown is real.
+"""mkdocs hooks: make the generated parts of the book, and check that the book still matches the code.
 
-Each `docs/listings/<name>.py` is run with the Python that runs mkdocs; what it prints becomes
-`docs/generated/<name>.txt`, which the chapters include with snippets. A listing that fails stops the build.
+Before the build: the vendored scripts must match their recorded checksums, the stamped outputs must be newer
+than the code they measure, and the listings run (docs/bookgen/listings.py). For each page: notebook entries
+get anchors, Appendix D pages receive the source, `{{ out ... }}` figures are read from the outputs, and
+references to tests and scripts become links. After the build: the notebook and the chapters link each other,
+and the glossary lists every definition. A problem is logged as a warning, which `mkdocs build --strict` (CI)
+turns into a failure.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
+import logging
 from typing import Any
 
-DOCS = Path(__file__).parent
+from bookgen import glossary, notebook, outputs, source, vendor
+from bookgen.listings import run_listings
+
+log = logging.getLogger("mkdocs.plugins.book")
+PAGES: dict[str, str] = {}  # each page's markdown after this hook's changes, by its path under docs/
 
 
 def on_pre_build(config: Any) -> None:
-    out = DOCS / "generated"
-    out.mkdir(exist_ok=True)
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
-    for listing in sorted((DOCS / "listings").glob("*.py")):
-        done = subprocess.run(
-            [sys.executable, str(listing)], capture_output=True, text=True, cwd=DOCS.parent, env=env, check=False
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"docs listing {listing.name} failed:\n{done.stdout}\n{done.stderr}")
-        target = out / f"{listing.stem}.txt"
-        if not target.exists() or target.read_text() != done.stdout:  # unchanged files keep `mkdocs serve` calm
-            target.write_text(done.stdout)
+    PAGES.clear()
+    for problem in vendor.check_vendored():
+        log.warning(problem)
+    if outputs.has_history():
+        for problem in outputs.stale_outputs():
+            log.warning(problem)
+    else:
+        log.info("not a git checkout with its history: the stamps of docs/outputs/ are not checked against the code")
+    run_listings()
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    path = page.file.src_uri
+    if path == "notes.md":
+        markdown = notebook.add_entry_anchors(markdown)
+    markdown = source.expand_source_pages(markdown)
+    if path == "index.md" or path.startswith("book/"):
+        for problem in outputs.typed_figures(markdown):
+            log.warning(f"{path}: {problem}")
+    try:
+        markdown = outputs.insert_figures(markdown)
+    except ValueError as e:
+        log.warning(f"{path}: {e}")
+    markdown, problems = source.link_references(markdown, path)
+    for problem in problems:
+        log.warning(f"{path}: {problem}")
+    PAGES[path] = markdown
+    return markdown
+
+
+def on_post_build(config: Any) -> None:
+    notes = PAGES.get("notes.md", "")
+    problems = notebook.check_entries(notes) + notebook.check_back_links(notes, PAGES.items())
+    problems += glossary.check_glossary(PAGES.items())
+    for problem in problems:
+        log.warning(problem)

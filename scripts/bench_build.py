@@ -23,6 +23,8 @@ from pathlib import Path
 
 from arguments import output_file, positive_int
 
+import stamp
+
 from uopc.backend.c import CExecutable, Program, render_c
 from uopc.backend.c.compiler import cflags, compiler
 from uopc.ir import Ops, UOp
@@ -109,8 +111,8 @@ def main() -> None:
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
+        measures = [f"packages/{p}/src" for p in ("uopc-ir", "uopc-lower", "uopc-backend-c")]
+        stamp.write(args.out, text, [*measures, __file__])
 
 
 if __name__ == "__main__":

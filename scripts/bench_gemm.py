@@ -6,7 +6,7 @@ compiled once, run once as a warm-up (and checked against numpy), then timed; th
 median time and GFLOP/s (2 n^3 floating-point operations per matmul).
 
     python scripts/bench_gemm.py                    # 1024 x 1024, 5 timed runs per setting
-    python scripts/bench_gemm.py --size 512 --repeats 9 --out docs/outputs/bench_gemm.md
+    python scripts/bench_gemm.py --size 512 --repeats 9 --out docs/outputs/bench_gemm.txt
 """
 
 from __future__ import annotations
@@ -24,12 +24,15 @@ import numpy as np
 import numpy.typing as npt
 from arguments import output_file, positive_int
 
+import stamp
+
 from uopc.backend.c import Program, render_c
 from uopc.backend.c.compiler import cflags, compiler
 from uopc.ir import UOp
 from uopc.lower import Kernel, LowerError, Opts, apply_opts, rangeify
 
 Array = npt.NDArray[Any]
+MEASURES = ["uopc-ir", "uopc-lower", "uopc-backend-c"]  # the packages whose code these numbers time
 
 # From plain loops to a register tile (upcast) of 16 or 64 outputs, which uses each loaded value 4 or 8
 # times, an unrolled reduce loop, and threads over rows. Upcast 8x8 with threads was the fastest setting found on a
@@ -137,8 +140,7 @@ def main() -> None:
     text = f"{header}\n\n{table(rows, n)}\n"
     print(text)
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
+        stamp.write(args.out, text, [*(f"packages/{p}/src" for p in MEASURES), __file__])
 
 
 if __name__ == "__main__":

@@ -15,6 +15,9 @@ import random
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
+
+import stamp
 
 from arguments import output_file, positive_int
 
@@ -106,8 +109,7 @@ def main() -> None:
     table = "\n".join(lines)
     print(table)
     if args.out:
-        with open(args.out, "w") as f:
-            f.write(table + "\n")
+        stamp.write(Path(args.out), table + "\n", ["packages/uopc-ir/src", __file__])
 
 
 if __name__ == "__main__":

@@ -17,12 +17,16 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from arguments import non_negative_int, output_file, positive_int
 
+import stamp
+
 BATCH, HIDDEN = 128, 256
+MEASURES = ["uopc-ir", "uopc-lower", "uopc-backend-c", "uopc-tensor"]  # the packages a step runs
 
 
 def timed_steps(step: Callable[[], None], steps: int, warmup: int) -> list[float]:
@@ -119,17 +123,21 @@ def main() -> None:
 
         torch_ms = float(np.median(timed_steps(torch_fn, args.steps, args.warmup))) * 1e3
         rows.append((f"PyTorch {torch.__version__} step (median, {torch.get_num_threads()} threads)", torch_ms))
-    lines = [f"MNIST MLP 784-{HIDDEN}-10, AdamW, batch {BATCH}, {os.cpu_count()} CPUs", f"{'':52s} {'ms':>10s}"]
-    lines += [f"{name:52s} {ms:10.2f}" for name, ms in rows]
+    lines = [
+        f"MNIST MLP 784-{HIDDEN}-10, AdamW, batch {BATCH}, {os.cpu_count()} CPUs",
+        "",
+        "| measurement | ms |",
+        "| --- | ---: |",
+    ]
+    lines += [f"| {name} | {ms:.2f} |" for name, ms in rows]
     if torch_fn is not None:
-        lines.append(f"{'uopc step / PyTorch step':52s} {uopc_ms / torch_ms:9.2f}x")
+        lines.append(f"| uopc step / PyTorch step | {uopc_ms / torch_ms:.2f}x |")
     else:
-        lines.append("PyTorch is not installed: `pip install torch` to compare")
-    table = "\n".join(lines)
-    print(table)
+        lines.append("\nPyTorch is not installed: `pip install torch` to compare")
+    table = "\n".join(lines) + "\n"
+    print(table, end="")
     if args.out:
-        with open(args.out, "w") as f:
-            f.write(table + "\n")
+        stamp.write(Path(args.out), table, [*(f"packages/{p}/src" for p in MEASURES), __file__])
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import re
 import shlex
 import subprocess
 import sys
@@ -29,9 +30,17 @@ import numpy as np
 import numpy.typing as npt
 from arguments import input_file, output_folder, positive_int
 
+import stamp
+
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN_SCRIPT = ROOT / "scripts" / "train_mnist.py"
 TRAIN_IMAGES = 60_000
+# the code a training run's numbers depend on
+MEASURES: list[str | Path] = [
+    *(f"packages/{p}/src" for p in ("uopc-ir", "uopc-lower", "uopc-backend-c", "uopc-tensor")),
+    TRAIN_SCRIPT,
+    __file__,
+]
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
@@ -96,7 +105,12 @@ def result_line(output: str) -> str | None:
 
 
 def plot(
-    losses: npt.NDArray[np.float64], settings: argparse.Namespace, window: int, result: str | None, out: Path
+    losses: npt.NDArray[np.float64],
+    settings: argparse.Namespace,
+    window: int,
+    result: str | None,
+    out: Path,
+    stamp_line: str,
 ) -> None:
     steps_per_epoch = TRAIN_IMAGES // settings.batch_size
     epochs = np.arange(1, len(losses) + 1) / steps_per_epoch
@@ -122,19 +136,36 @@ def plot(
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="upper right")
     fig.tight_layout()
-    fig.savefig(out)
+    fig.savefig(out, metadata={stamp.PNG_KEY: stamp_line})  # the stamp of the run, as docs/hooks.py reads it
     plt.close(fig)
+
+
+def result_figures(result: str | None) -> list[tuple[str, str]]:
+    """The figures of train_mnist.py's final line, as table rows."""
+    found = re.search(r"test accuracy ([\d.]+%)\s*\|\s*([\d.]+) ms/step \(median; first step (\d+) ms\)", result or "")
+    if found is None:
+        return [("test accuracy", "not recorded (pass the run's printed output with --train-output)")]
+    accuracy, median_ms, first_ms = found.groups()
+    return [("test accuracy", accuracy), ("ms per step (median)", median_ms), ("first step (ms)", first_ms)]
 
 
 def summary(losses: npt.NDArray[np.float64], settings: argparse.Namespace, window: int, result: str | None) -> str:
     steps_per_epoch = TRAIN_IMAGES // settings.batch_size
-    last = float(np.mean(losses[-window:]))
+    window = min(window, len(losses))
+    rows = [
+        ("epochs", f"{settings.epochs} ({steps_per_epoch} steps each)"),
+        ("steps in all", str(len(losses))),
+        ("loss at the first step", f"{losses[0]:.4f}"),
+        (f"mean loss of the last {window} steps", f"{float(np.mean(losses[-window:])):.4f}"),
+        *result_figures(result),
+    ]
     lines = [
         f"MNIST training with scripts/train_mnist.py: 784-{settings.hidden}-10 MLP, AdamW (peak lr {settings.lr:g}, "
         f"weight decay {settings.weight_decay:g}, cosine decay), batch {settings.batch_size}, seed {settings.seed}",
-        f"epochs: {settings.epochs} ({steps_per_epoch} steps each, {len(losses)} steps in all)",
-        f"loss: {losses[0]:.4f} at the first step, {last:.4f} mean of the last {min(window, len(losses))} steps",
-        result or "test accuracy: not recorded (pass the run's printed output with --train-output)",
+        "",
+        "| measurement | value |",
+        "| --- | ---: |",
+        *(f"| {name} | {value} |" for name, value in rows),
     ]
     return "\n".join(lines) + "\n"
 
@@ -156,8 +187,8 @@ def main(argv: list[str] | None = None) -> None:
     result = result_line(output)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     png, txt = args.out_dir / "mnist_loss.png", args.out_dir / "mnist_train.txt"
-    plot(losses, settings, args.window, result, png)
-    txt.write_text(summary(losses, settings, args.window, result))
+    made = stamp.write(txt, summary(losses, settings, args.window, result), MEASURES)
+    plot(losses, settings, args.window, result, png, made.line())
     print(f"wrote {png} and {txt}")
 
 

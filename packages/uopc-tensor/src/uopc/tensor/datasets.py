@@ -53,7 +53,8 @@ class ChecksumError(DatasetError):
 
 
 def data_dir() -> Path:
-    """UOPC_DATA, or ~/.cache/uopc/data when it is unset or empty (an empty path would be the current folder)."""
+    """Where data sets are downloaded and cached: $UOPC_DATA, else ~/.cache/uopc/data (also when it is empty:
+    an empty path would be the current folder)."""
     return Path(os.environ.get("UOPC_DATA") or Path.home() / ".cache" / "uopc" / "data")
 
 

@@ -33,6 +33,7 @@ def debug_level() -> int:
 
 
 def optimizer_on() -> bool:
+    """Whether kernels get the default opts (upcast, threads): OPT=0 turns them off, to compare."""
     return os.environ.get("OPT", "1") != "0"
 
 

@@ -41,6 +41,7 @@ class TensorIndexError(TensorError, IndexError):
 
 
 def _default_device() -> str:
+    """The backend new tensors compute on: $DEVICE (C unless set), by its registered name."""
     return os.environ.get("DEVICE", "C").upper()
 
 

