@@ -1,7 +1,10 @@
 """mkdocs hooks: make the generated parts of the book, and check that the book still matches the code.
 
-Before the build: the vendored scripts must match their recorded checksums, the stamped outputs must be newer
-than the code they measure, and the listings run (docs/bookgen/listings.py). For each page: notebook entries
+Before the build: the vendored scripts must match their recorded checksums, the stamped outputs are compared
+with the code they measure, and the listings run (docs/bookgen/listings.py). A stale output does not stop the
+build (code changes more often than benchmarks can be re-run on a quiet machine): each page that shows one
+gets a visible warning naming the commit it measured; `UOPC_DOCS_STALE=error` makes it a build failure instead,
+for a release. For each page: notebook entries
 get anchors, Appendix D pages receive the source, `{{ out ... }}` figures are read from the outputs, and
 references to tests and scripts become links. After the build: the notebook and the chapters link each other,
 and the glossary lists every definition. A problem is logged as a warning, which `mkdocs build --strict` (CI)
@@ -11,6 +14,7 @@ turns into a failure.
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 from bookgen import glossary, notebook, outputs, source, vendor
@@ -18,6 +22,7 @@ from bookgen.listings import run_listings
 
 log = logging.getLogger("mkdocs.plugins.book")
 PAGES: dict[str, str] = {}  # each page's markdown after this hook's changes, by its path under docs/
+STALE: dict[str, str] = {}  # output file name -> why its numbers may not describe this checkout's code
 
 
 def on_pre_build(config: Any) -> None:
@@ -25,8 +30,11 @@ def on_pre_build(config: Any) -> None:
     for problem in vendor.check_vendored():
         log.warning(problem)
     if outputs.has_history():
-        for problem in outputs.stale_outputs():
-            log.warning(problem)
+        STALE.clear()
+        STALE.update(outputs.stale_outputs())
+        for name, reason in STALE.items():
+            message = f"docs/outputs/{name} is stale: {reason}. {outputs.REFRESH}"
+            log.warning(message) if os.environ.get("UOPC_DOCS_STALE") == "error" else log.info(message)
     else:
         log.info("not a git checkout with its history: the stamps of docs/outputs/ are not checked against the code")
     run_listings()
@@ -37,6 +45,7 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     if path == "notes.md":
         markdown = notebook.add_entry_anchors(markdown)
     markdown = source.expand_source_pages(markdown)
+    markdown = outputs.flag_stale(markdown, STALE)
     if path == "index.md" or path.startswith("book/"):
         for problem in outputs.typed_figures(markdown):
             log.warning(f"{path}: {problem}")

@@ -21,9 +21,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from arguments import output_file, positive_int
-
 import stamp
+from arguments import output_file, positive_int
 
 from uopc.backend.c import CExecutable, Program, render_c
 from uopc.backend.c.compiler import cflags, compiler

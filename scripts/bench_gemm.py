@@ -22,9 +22,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from arguments import output_file, positive_int
-
 import stamp
+from arguments import output_file, positive_int
 
 from uopc.backend.c import Program, render_c
 from uopc.backend.c.compiler import cflags, compiler

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import stamp
-
 from arguments import output_file, positive_int
 
 from uopc.ir import UOp, dtypes, param, parse, range_, run, simplify, stack, to_uir

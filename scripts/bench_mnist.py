@@ -21,9 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from arguments import non_negative_int, output_file, positive_int
-
 import stamp
+from arguments import non_negative_int, output_file, positive_int
 
 BATCH, HIDDEN = 128, 256
 MEASURES = ["uopc-ir", "uopc-lower", "uopc-backend-c", "uopc-tensor"]  # the packages a step runs

@@ -28,9 +28,8 @@ matplotlib.use("Agg")  # files only: no display needed
 import matplotlib.pyplot as plt
 import numpy as np
 import numpy.typing as npt
-from arguments import input_file, output_folder, positive_int
-
 import stamp
+from arguments import input_file, output_folder, positive_int
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN_SCRIPT = ROOT / "scripts" / "train_mnist.py"

@@ -32,17 +32,31 @@ def has_history() -> bool:
     return done.returncode == 0 and done.stdout.strip() == "false"
 
 
-def stale_outputs() -> list[str]:
-    """One message per output file whose numbers may not describe the code in this checkout."""
-    messages = []
+REFRESH = "Run the script that writes it again (the command is in the chapter that shows it) and commit the new file."
+
+
+def stale_outputs() -> dict[str, str]:
+    """Why, for each output file whose numbers may not describe the code in this checkout."""
+    found = {}
     for path in sorted(OUTPUTS.iterdir()):
         reason = stamp.stale_reason(path)
         if reason is not None:
-            messages.append(
-                f"docs/outputs/{path.name} is stale: {reason}. Run the script that writes it again "
-                f"(the command is in the chapter that shows it) and commit the new file."
-            )
-    return messages
+            found[path.name] = reason
+    return found
+
+
+def flag_stale(markdown: str, stale: dict[str, str]) -> str:
+    """The page with a warning on top for each stale output it shows or quotes, so a reader sees it."""
+    shown = [name for name in stale if f"outputs/{name}" in markdown or re.search(rf"out\s+{re.escape(name)}", markdown)]
+    notes = [
+        f'!!! warning "Measured on older code: {name}"\n    {stale[name]}. The figures from this file may not '
+        f"describe the code as it is now.\n"
+        for name in shown
+    ]
+    if not notes:
+        return markdown
+    title, _, rest = markdown.partition("\n")  # after the page's heading
+    return "\n".join([title, "", *notes, rest]) if title.startswith("# ") else "\n".join([*notes, markdown])
 
 
 def table(path: Path) -> dict[str, dict[str, str]]:

@@ -136,6 +136,19 @@ def _compile_error() -> None:
     build_library("void f(float *x) { x[0] = undefined_name; }\n")
 
 
+def _cache_others_can_write() -> None:
+    from uopc.backend.c import build_library
+
+    with tempfile.TemporaryDirectory() as shared:
+        os.chmod(shared, 0o777)  # a cache folder that every user of the machine could plant files in
+        before = os.environ.get("UOPC_CACHE")
+        os.environ["UOPC_CACHE"] = shared
+        try:
+            build_library("void f(float *x) { x[0] = 1.0f; }\n")
+        finally:
+            os.environ.pop("UOPC_CACHE") if before is None else os.environ.__setitem__("UOPC_CACHE", before)
+
+
 def _missing_function() -> None:
     from uopc.backend.c import Program
 
@@ -146,6 +159,12 @@ def _tensor_shapes() -> None:
     from uopc.tensor import Tensor
 
     Tensor(np.ones((4, 5), np.float32)) + Tensor(np.ones((4, 3), np.float32))
+
+
+def _tensor_index() -> None:
+    from uopc.tensor import Tensor
+
+    Tensor(np.ones((4, 5), np.float32))[4]
 
 
 def _checksum() -> None:
@@ -183,8 +202,10 @@ TRIGGERS: dict[str, tuple[str, Callable[[], object]]] = {
     "BackendNotFound": ('get_backend("TPU")', _no_backend),
     "RenderError": ("a kernel that computes in bfloat16", _render_bfloat16),
     "CompileError": ("C source that uses an undefined name", _compile_error),
+    "CacheError": ("a kernel cache folder that every user may write", _cache_others_can_write),
     "ArgumentError": ('Program(source, "shift") where the source defines only scale', _missing_function),
     "TensorError": ("a (4, 5) tensor plus a (4, 3) tensor", _tensor_shapes),
+    "TensorIndexError": ("row 4 of a (4, 5) tensor", _tensor_index),
     "DatasetError": ("MNIST with no network and no package index", _dataset_unreachable),
     "ChecksumError": ("an archive whose SHA-256 is not the pinned one", _checksum),
     "CheckpointError": ("a state dict without the bias of a Linear layer", _checkpoint_keys),
@@ -237,7 +258,7 @@ def _env_reads(tree: ast.Module) -> list[tuple[str, str, ast.expr | None, int]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
             func = ast.unparse(node.func)
-            default = node.args[1] if len(node.args) > 1 else None
+            default = node.args[1] if len(node.args) > 1 else _or_default(tree, node)
             if func in {"os.environ.get", "os.getenv"}:
                 found.append((str(node.args[0].value), "read", default, node.lineno))
             elif func == "os.environ.setdefault":
@@ -250,6 +271,14 @@ def _env_reads(tree: ast.Module) -> list[tuple[str, str, ast.expr | None, int]]:
         ):
             found.append((str(node.slice.value), "read", None, node.lineno))
     return found
+
+
+def _or_default(tree: ast.Module, read: ast.Call) -> ast.expr | None:
+    """The default of `os.environ.get("X") or default`: used when X is unset or empty."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) and node.values[0] is read:
+            return node.values[1]
+    return None
 
 
 def _purpose(tree: ast.Module, source: list[str], line: int) -> str:
