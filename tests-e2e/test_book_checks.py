@@ -215,3 +215,15 @@ def test_a_vendored_file_must_have_its_recorded_hash(tmp_path: Path, monkeypatch
     assert vendor.check_vendored() == []
     (folder / "lib.js").write_text("let x = 2;\n")
     assert len(vendor.check_vendored()) == 1
+
+
+def test_a_page_showing_a_stale_output_says_so_and_others_do_not() -> None:
+    stale = {"bench_gemm.txt": "it measured commit abc, and a later commit changed packages/uopc-lower/src"}
+    shown = outputs.flag_stale('# 7. Shapes\n\n--8<-- "docs/outputs/bench_gemm.txt"\n', stale)
+    quoted = outputs.flag_stale('# 12. MNIST\n\nIt ran at {{ out bench_gemm.txt "none" }}.\n', stale)
+    other = outputs.flag_stale("# 3. Algebra\n\nNo measurements here.\n", stale)
+    for page in (shown, quoted):
+        assert page.startswith("# ")
+        assert '!!! warning "Measured on older code: bench_gemm.txt"' in page
+        assert "commit abc" in page
+    assert "warning" not in other
