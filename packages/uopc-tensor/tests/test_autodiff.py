@@ -448,6 +448,17 @@ def test_gradient_of_max_with_ties_is_split() -> None:
     np.testing.assert_allclose(grad_of(b), [1, 0.5, 0])
 
 
+def test_gradient_of_maximum_with_nan_reaches_both_operands_as_in_pytorch() -> None:
+    """max(a, NaN) is NaN: neither operand lost and there is no tie, so each gets the whole gradient
+    (PyTorch's rule: a loses it only where a < b). The old rule gave it to b alone."""
+    nan = float("nan")
+    a = Tensor(np.array([1.0, nan, nan, 2.0], np.float32), requires_grad=True)
+    b = Tensor(np.array([nan, 1.0, nan, 1.0], np.float32), requires_grad=True)
+    (a.maximum(b) + a.minimum(b)).sum().backward()
+    np.testing.assert_array_equal(grad_of(a), [2, 2, 2, 1])  # 2 > 1: a wins max, b wins min
+    np.testing.assert_array_equal(grad_of(b), [2, 2, 2, 1])
+
+
 def test_argmax_and_comparisons_carry_no_gradient() -> None:
     x, a = leaf(9, (3, 5))
     y = x.argmax(1).float().unsqueeze(1) + (x > 0).float()

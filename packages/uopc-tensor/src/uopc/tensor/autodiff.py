@@ -44,13 +44,12 @@ def _reduce_grad(u: UOp, g: UOp) -> tuple[UOp | None, ...]:
 
 
 def _extreme_grad(u: UOp, g: UOp) -> tuple[UOp | None, ...]:
-    """MAX and MIN: the gradient goes to the operand that was chosen; a tie splits it in half."""
+    """MAX and MIN: an operand that lost gets nothing, a tie splits the gradient in half. Where a NaN
+    made the result, neither lost nor tied, and both get all of it (PyTorch's rule)."""
     a, b = u.src
-    half = _const(g, 0.5)
-    a_wins = (b < a) if u.op is Ops.MAX else (a < b)
-    tie = a.eq(b)
-    zero = _const(g, 0.0)
-    return (a_wins.where(g, tie.where(g * half, zero)), a_wins.where(zero, tie.where(g * half, g)))
+    a_lost, b_lost = (a < b, b < a) if u.op is Ops.MAX else (b < a, a < b)
+    tie, half, zero = a.eq(b), g * _const(g, 0.5), _const(g, 0.0)
+    return (tie.where(half, a_lost.where(zero, g)), tie.where(half, b_lost.where(zero, g)))
 
 
 def _pow_grad(u: UOp, g: UOp) -> tuple[UOp | None, ...]:
