@@ -459,6 +459,16 @@ def test_gradient_of_maximum_with_nan_reaches_both_operands_as_in_pytorch() -> N
     np.testing.assert_array_equal(grad_of(b), [2, 2, 2, 1])
 
 
+def test_std_of_equal_values_has_gradient_zero_as_in_pytorch() -> None:
+    """std is not differentiable where it is 0; d sqrt(v) = dv / (2 sqrt(v)) would make it 0/0 = NaN,
+    and one such row poisons a training step. PyTorch gives 0 there; so does uopc."""
+    x = Tensor(np.array([[2.0, 2.0, 2.0], [1.0, 2.0, 4.0]], np.float32), requires_grad=True)
+    x.std(1, correction=0).sum().backward()
+    a = np.array([1.0, 2.0, 4.0])
+    expected = (a - a.mean()) / (a.size * a.std())
+    np.testing.assert_allclose(grad_of(x), [[0, 0, 0], expected], rtol=1e-6)
+
+
 def test_argmax_and_comparisons_carry_no_gradient() -> None:
     x, a = leaf(9, (3, 5))
     y = x.argmax(1).float().unsqueeze(1) + (x > 0).float()

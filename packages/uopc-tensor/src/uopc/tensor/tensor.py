@@ -546,7 +546,11 @@ class Tensor:
     # --8<-- [end:reductions]
 
     def std(self, axis: AxisArg = None, keepdim: bool = False, correction: int = 1) -> Tensor:
-        return self.var(axis, keepdim, correction).sqrt()
+        """sqrt(var), with gradient 0 where var is 0 (as in PyTorch) instead of 0 / 0: the second where
+        keeps sqrt's own gradient, 1 / (2 sqrt(0)), out of the sum, since 0 * inf would still be NaN."""
+        v = self.var(axis, keepdim, correction)
+        flat = v == 0
+        return flat.where(0.0, flat.where(1.0, v).sqrt())
 
     def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
         """The index of the first largest value along `axis` (of the flattened tensor when None), as int32."""
