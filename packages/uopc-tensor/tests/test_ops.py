@@ -183,6 +183,16 @@ def test_bool_logic() -> None:
         check(t, ref)
 
 
+def test_bool_add_and_mul_are_or_and_and_as_in_numpy() -> None:
+    a, b = np.array([True, True, False, False]), np.array([True, False, True, False])
+    x, y = Tensor(a), Tensor(b)
+    cases = [(x + y, a + b), (x * y, a * b), (x + True, a + True), (False * x, False * a)]
+    realize_all(*(t for t, _ in cases))
+    for t, ref in cases:
+        assert t.dtype is dtypes.bool
+        np.testing.assert_array_equal(t.numpy(), ref)
+
+
 def test_pow() -> None:
     base = floats((2, 3, 5), 7, 0.5, 2.0)
     expo = floats((1, 3, 1), 8, -1.5, 1.5)

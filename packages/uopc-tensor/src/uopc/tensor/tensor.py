@@ -322,6 +322,8 @@ class Tensor:
 
     def _binary(self, op: Ops, other: Operand, name: str, reverse: bool = False) -> Tensor:
         a, b, sources = self._operands(other, name, reverse)
+        if a.scalar_dtype.is_bool:
+            op = _BOOL_ARITHMETIC.get(op, op)
         try:
             uop = a.alu(op, b)
         except ValueError as e:
@@ -772,6 +774,10 @@ class Tensor:
 
     def dot(self, w: Tensor) -> Tensor:
         return self.matmul(w)
+
+
+# numpy and PyTorch add and multiply bools as logical or and and (the result stays bool)
+_BOOL_ARITHMETIC = {Ops.ADD: Ops.OR, Ops.MUL: Ops.AND}
 
 
 def _python_scalar(v: Any, op: str) -> Scalar:
