@@ -193,6 +193,15 @@ def test_bool_add_and_mul_are_or_and_and_as_in_numpy() -> None:
         np.testing.assert_array_equal(t.numpy(), ref)
 
 
+def test_where_with_a_bool_branch_and_an_int_keeps_the_int() -> None:
+    """A Python int beside a bool tensor makes the default integer, as in `mask + 5`; it must not
+    become True (where(c, bool_tensor, 5) used to give True for 5)."""
+    cond, picked = Tensor([True, False, False]), Tensor([False, True, True])
+    for t, ref in [(cond.where(picked, 5), [0, 5, 5]), (cond.where(-3, picked), [-3, 1, 1])]:
+        assert t.dtype is dtypes.int32
+        np.testing.assert_array_equal(t.numpy(), ref)
+
+
 def test_pow() -> None:
     base = floats((2, 3, 5), 7, 0.5, 2.0)
     expo = floats((1, 3, 1), 8, -1.5, 1.5)

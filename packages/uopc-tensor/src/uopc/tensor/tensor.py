@@ -795,13 +795,15 @@ def is_realized(u: UOp) -> bool:
 
 
 def _lift(v: Operand, like: Tensor | None, device: str) -> Tensor:
-    """A scalar as a 0-d tensor of `like`'s dtype (a float makes an integer dtype float32)."""
+    """A scalar as a 0-d tensor of `like`'s dtype (a float makes an integer float32, an int makes a bool int32)."""
     if isinstance(v, Tensor):
         return v
     value = _python_scalar(v, "where")
     dt = dtypes.from_python(value) if like is None else like.dtype
     if isinstance(value, float) and not dt.is_float:
         dt = dtypes.float32
+    elif isinstance(value, int) and not isinstance(value, bool) and dt.is_bool:
+        dt = dtypes.default_int  # as in _operands: an int is no bool
     return Tensor.full((), value, dt, device=device)
 
 
