@@ -16,7 +16,9 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from uopc.tensor import Tensor, dtypes
+from uopc.backend.c.compiler import DEFAULT_CFLAGS
+from uopc.lower import PlanCache
+from uopc.tensor import Tensor, dtypes, realize
 
 Array = npt.NDArray[Any]
 BinaryOp = Callable[[Any, Any], Any]
@@ -457,6 +459,17 @@ def test_softmax_family_is_stable_for_large_logits() -> None:
     for t, ref in cases:
         assert np.isfinite(t.numpy()).all()
         check(t, ref.astype(np.float32), rtol=1e-5, atol=1.5e-4)  # float32 spacing near 1000 is 6e-5
+
+
+def test_log_softmax_keeps_its_precision_at_large_magnitudes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """x - logsumexp(x) cancels: at |x| = 1e8 float32's spacing is 8, so logsumexp's log(2) is lost and
+    the result was 0; (x - max) - log(sum(exp(x - max))) subtracts before the magnitudes meet. Built
+    without -fassociative-math, which would let gcc regroup it into x - (max + log(...)) again
+    (notebook 80): the formula is what this test pins."""
+    monkeypatch.setenv("CFLAGS", DEFAULT_CFLAGS.replace("-fassociative-math", ""))
+    monkeypatch.setattr(realize, "PLANS", PlanCache())  # no executable built under other flags
+    a = np.array([[1e8, 1e8, 1e8 - 8], [-1e8, -1e8, -1e8]], np.float32)
+    check(Tensor(a).log_softmax(-1), log_softmax_ref(a.astype(np.float64), -1).astype(np.float32), rtol=1e-6)
 
 
 def test_one_hot_and_cross_entropy() -> None:

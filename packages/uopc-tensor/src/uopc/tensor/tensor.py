@@ -586,7 +586,9 @@ class Tensor:
         return e / e.sum(axis, keepdim=True)
 
     def log_softmax(self, axis: int = -1) -> Tensor:
-        return self - self.logsumexp(axis, keepdim=True)
+        """(x - max) - log(sum(exp(x - max))): x - logsumexp(x) would cancel at large |x|, losing the log."""
+        shifted = self - self.max(axis, keepdim=True).detach()
+        return shifted - shifted.exp().sum(axis, keepdim=True).log()
 
     def one_hot(self, num_classes: int) -> Tensor:
         """A new last axis of length num_classes, 1 at each label and 0 elsewhere (int32)."""
