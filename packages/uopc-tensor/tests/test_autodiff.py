@@ -284,6 +284,7 @@ CASES: list[Case] = [
 ]
 
 
+@pytest.mark.sanitize
 @pytest.mark.parametrize("case", [c for c in CASES if c.name != "detach"], ids=str)
 def test_gradient_matches_finite_differences(case: Case) -> None:
     gradients_agree(case)

@@ -20,6 +20,8 @@ from uopc.backend.c.compiler import DEFAULT_CFLAGS
 from uopc.lower import PlanCache
 from uopc.tensor import Tensor, dtypes, realize
 
+pytestmark = pytest.mark.sanitize  # rerun with kernels under ASan and UBSan (hatch env sanitize)
+
 Array = npt.NDArray[Any]
 BinaryOp = Callable[[Any, Any], Any]
 
