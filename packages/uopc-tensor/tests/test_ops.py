@@ -206,6 +206,13 @@ def test_where_with_a_bool_branch_and_an_int_keeps_the_int() -> None:
         np.testing.assert_array_equal(t.numpy(), ref)
 
 
+def test_abs_of_negative_zero_is_positive_zero() -> None:
+    a = np.array([-0.0, 0.0, -1.5, np.inf, -np.inf, np.nan], np.float32)
+    got = Tensor(a).abs().numpy()
+    np.testing.assert_array_equal(got, np.abs(a))
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(np.abs(a)))  # -0.0 == 0.0: the sign bit tells
+
+
 def test_pow() -> None:
     base = floats((2, 3, 5), 7, 0.5, 2.0)
     expo = floats((1, 3, 1), 8, -1.5, 1.5)

@@ -461,8 +461,9 @@ class Tensor:
         return Tensor.full(t.shape, 0.0 if t.dtype.is_float else 0, t.dtype, device=t.device)
 
     def abs(self) -> Tensor:
-        """|x| = x * sign(x), so the gradient at 0 is sign(0) = 0, as in PyTorch."""
-        return self * self.sign()
+        """|x| = x * sign(x), so the gradient at 0 is sign(0) = 0, as in PyTorch; the product would keep
+        -0.0's sign bit, so a zero gives +0 directly."""
+        return (self == 0).where(0.0 if self.dtype.is_float else 0, self * self.sign())
 
     def sign(self) -> Tensor:
         """-1, 0 or 1 in the tensor's dtype; it carries no gradient (its derivative is 0 almost everywhere)."""
