@@ -22,7 +22,8 @@ Result dtypes are torch's, except where uopc keeps a documented convention of it
 | int32 // 0, int32 % 0                   | 0       | raises  | 0       | numpy (not compared: torch raises)|
 
 Tolerances: integers, bools, comparisons and the ops that only move or select values are compared
-exactly. A rounded result must lie within `rtol * (|torch| + base) + 8 * |torch - torch in float64|`:
+exactly. A rounded result must lie within `rtol * (|torch| + base) + 8 * |torch - torch in float64|`
+(|torch| at least the smallest normal: subnormals have absolute spacing), where
 rtol is 1e-2, 2e-5 and 1e-10 for float16, 32 and 64; base is 0 for one correctly rounded operation, 1
 more for a composite formula (its error is absolute: tanh(1e-30) may come out 0), plus the op evaluated
 on |inputs| for results that add up terms (reductions, matmul, the gradient of a broadcast operand): a
@@ -30,8 +31,8 @@ sum's rounding grows with its terms, not with its result. The last term allows f
 
 Inputs are mapped into an op's domain (Op.domain) only where torch is not an oracle; each such map says
 why: integer division by zero, float to int casts of values the int cannot hold, C's pow and sqrt at
--inf and -0.0, squares that overflow in var and std, torch's own underflow in the gradient of a / b and
-its absorbed logsumexp gradient at huge magnitudes.
+-inf and -0.0, squares that overflow or underflow in var and std (as in numpy), torch's own underflow in
+the gradient of a / b and its absorbed logsumexp gradient at huge magnitudes.
 
 The number of differential cases (examples x ops) is printed at the end of the module's run.
 """
@@ -207,8 +208,9 @@ def allowed_error(op: Op, theirs: Array, theirs64: Array | None, magnitude: Arra
         return 0.0
     ref = theirs.astype(np.float64)
     base = (0.0 if magnitude is None else np.abs(magnitude.astype(np.float64))) + (1.0 if op.composite else 0.0)
+    normal = np.maximum(np.abs(ref), np.finfo(theirs.dtype).smallest_normal)  # subnormals: absolute spacing
     with np.errstate(all="ignore"):
-        allowed = RTOL[str(theirs.dtype)] * (np.abs(ref) + base) + TORCH_ERROR_FACTOR * np.abs(ref - theirs64)
+        allowed = RTOL[str(theirs.dtype)] * (normal + base) + TORCH_ERROR_FACTOR * np.abs(ref - theirs64)
     return np.where(np.isfinite(allowed), allowed, 0.0)
 
 
@@ -335,20 +337,25 @@ def no_negative_infinity_or_zero(a: Array) -> Array:
 
 
 def moderate(a: Array) -> Array:
-    """var and std square their inputs. Squares past the float's max overflow to inf, as in numpy (torch's
-    Welford algorithm stays finite), and an infinite input has no meaningful gradient: both left out."""
+    """var and std square their inputs, in the input's dtype as numpy does: squares past the largest float
+    overflow to inf and squares of values below sqrt(smallest normal) underflow to 0, where torch (Welford's
+    algorithm, accumulating float32 in double) stays finite and nonzero. Such magnitudes, and infinities,
+    whose gradient means nothing, are left out."""
     if not is_float(a):
         return a
-    bound = np.sqrt(np.finfo(a.dtype).max) / 16
-    return np.where(np.isinf(a) | (np.abs(a) > bound), np.sign(a) * bound, a).astype(a.dtype)
+    f = np.finfo(a.dtype)
+    big, small = np.sqrt(f.max) / 16, np.sqrt(f.smallest_normal) * 16
+    clipped = np.where(np.isinf(a) | (np.abs(a) > big), np.sign(a) * big, a)
+    return np.where(np.abs(a) < small, 0.0, clipped).astype(a.dtype)
 
 
 def no_absorption(a: Array) -> Array:
-    """Where |x| is so large that x + log(n) rounds to x, torch's logsumexp gradient exp(x - lse) is 1
-    for each of n equal maxima instead of 1/n (uopc's is 1/n). Such magnitudes are left out."""
+    """torch's logsumexp gradient is exp(x - lse), and lse = max + log(sum) carries the rounding of max's
+    magnitude: past 2**14 even float64's reference is off by more than its tolerance, and at the huge edge
+    values n equal maxima get 1 each instead of 1/n (uopc's gradient goes through x - max, exactly)."""
     if not is_float(a):
         return a
-    bound = 2.0 ** (np.finfo(a.dtype).nmant - 2)
+    bound = 2.0**14
     return np.where(np.isfinite(a) & (np.abs(a) > bound), np.sign(a) * bound, a).astype(a.dtype)
 
 
@@ -440,6 +447,12 @@ def test_elementwise_one_tensor(dtype: str, data: st.DataObject) -> None:
     check([op for op in UNARY + SCALAR if dtype in op.takes], [x])
 
 
+@pytest.mark.parametrize("dtype", sorted(ALL))
+def test_every_edge_value_through_elementwise_ops(dtype: str) -> None:
+    """Hypothesis mixes edge values in at random; here each one goes through every op, every run."""
+    check([op for op in UNARY + SCALAR if dtype in op.takes], [np.array(edges(dtype), dtype)])
+
+
 # ---- elementwise ops of two tensors: broadcasting and promotion ----
 
 
@@ -490,6 +503,13 @@ def test_elementwise_two_tensors(dtype_a: str, dtype_b: str, data: st.DataObject
     shape_a, shape_b = data.draw(st.sampled_from(SHAPE_PAIRS))
     a, b = array(data, dtype_a, shape_a), array(data, dtype_b, shape_b)
     check([op for op in BINARY if dtype_a in op.takes and dtype_b in op.takes], [a, b])
+
+
+@pytest.mark.parametrize("dtype", sorted(ALL))
+def test_every_pair_of_edge_values(dtype: str) -> None:
+    """Every edge value against every edge value (a column broadcast against a row), through every op."""
+    column = np.array(edges(dtype), dtype).reshape(-1, 1)
+    check([op for op in BINARY if dtype in op.takes], [column, column.reshape(1, -1)])
 
 
 # ---- reductions ----
@@ -549,6 +569,35 @@ def test_reductions(dtype: str, data: st.DataObject) -> None:
     keep = data.draw(st.booleans())
     x = array(data, dtype, shape)
     check([op for op in reductions(axis, keep, n) if dtype in op.takes], [x])
+
+
+def edge_rows(dtype: str) -> Array:
+    """Rows of three that reduce to an edge: all -inf, an inf or NaN among numbers, signed zeros, huge
+    magnitudes that cancel, subnormals, the integers' extremes (whose int32 sum overflows)."""
+    if dtype == "bool":
+        return np.array([[True, True, True], [True, False, False], [False, False, False]])
+    e = edges(dtype)
+    if dtype in INTS:
+        lo, hi = e[3], e[4]
+        return np.array([[hi, hi, hi], [lo, lo, 1], [lo, hi, 0], [0, -1, 1]], dtype)
+    zero, neg_zero, sub, neg_sub, tiny, _, huge, neg_huge, inf, neg_inf, nan = e
+    rows = [
+        [neg_inf, neg_inf, neg_inf],
+        [inf, 1.0, 2.0],
+        [inf, neg_inf, 1.0],
+        [nan, 1.0, 2.0],
+        [neg_zero, neg_zero, neg_zero],
+        [zero, neg_zero, zero],
+        [huge, huge, neg_huge],
+        [sub, neg_sub, tiny],
+        [1.0, 1.0, 1.0],
+    ]
+    return np.array(rows, dtype)
+
+
+@pytest.mark.parametrize("dtype", sorted(ALL))
+def test_reductions_of_edge_rows(dtype: str) -> None:
+    check([op for op in reductions(1, False, 2) if dtype in op.takes], [edge_rows(dtype)])
 
 
 # ---- matrix products ----
