@@ -320,11 +320,12 @@ def nonzero_divisor(a: Array) -> Array:
 
 
 def no_underflowing_square(a: Array) -> Array:
-    """torch's gradient of a / b is -a / b**2: where b**2 underflows to 0 it is 0/0 = NaN for a = 0,
-    where uopc's -(a / b) / b keeps the true 0. Such tiny b are left out."""
+    """torch's gradient of a / b is -a / b**2: where b**2 underflows to 0 it is 0/0 = NaN for a = 0, where
+    uopc's -(a / b) / b keeps the true 0; just above, the gradient's sum sits at the edge of overflow, and
+    the order of its terms decides between a finite value and inf. Such tiny b are left out."""
     if not is_float(a):
         return a
-    floor = np.sqrt(np.finfo(a.dtype).smallest_normal)
+    floor = 8 * np.sqrt(np.finfo(a.dtype).smallest_normal)
     return np.where((a != 0) & (np.abs(a) < floor), np.copysign(floor, a), a).astype(a.dtype)
 
 
