@@ -3,6 +3,8 @@
 The tests import numpy, uopc.ir, uopc.lower and uopc.backend.c only. Tests marked `o0` are the
 correctness subset that CI runs a second time with CFLAGS="-O0 -fopenmp -fwrapv": optimizers hide
 undefined behavior (a data race on an accumulator shared by OpenMP threads) as often as they expose it.
+The `o0` subset runs once more with kernels built under AddressSanitizer and UBSan (`hatch run
+sanitize:test`), with the tests marked `sanitize`, which check that those sanitizers really report.
 """
 
 from collections.abc import Iterator
@@ -13,6 +15,7 @@ import pytest
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "o0: correctness tests that CI reruns with CFLAGS='-O0 -fopenmp -fwrapv'")
+    config.addinivalue_line("markers", "sanitize: run by the sanitize environment, with kernels under ASan and UBSan")
 
 
 @pytest.fixture(scope="session", autouse=True)

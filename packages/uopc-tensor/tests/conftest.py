@@ -3,6 +3,8 @@
 Every kernel these tests build is compiled into a fresh cache folder for the session, so a run never reads
 or fills the user's ~/.cache/uopc and always measures the cold path. Hypothesis runs derandomized and
 without its example database: a failure reruns identically and a test run never writes to the repository.
+Tests marked `sanitize` are the correctness subset that CI reruns with kernels built under AddressSanitizer
+and UBSan, so that an out-of-bounds load fails instead of reading a lucky neighbour.
 """
 
 from collections.abc import Iterator
@@ -19,6 +21,12 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile("uopc-tensor")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "sanitize: correctness tests that CI reruns with kernels under ASan and UBSan (hatch env sanitize)"
+    )
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -284,6 +284,7 @@ CASES: list[Case] = [
 ]
 
 
+@pytest.mark.sanitize
 @pytest.mark.parametrize("case", [c for c in CASES if c.name != "detach"], ids=str)
 def test_gradient_matches_finite_differences(case: Case) -> None:
     gradients_agree(case)
@@ -446,6 +447,27 @@ def test_gradient_of_max_with_ties_is_split() -> None:
     a.maximum(b).sum().backward()
     np.testing.assert_allclose(grad_of(a), [0, 0.5, 1])
     np.testing.assert_allclose(grad_of(b), [1, 0.5, 0])
+
+
+def test_gradient_of_maximum_with_nan_reaches_both_operands_as_in_pytorch() -> None:
+    """max(a, NaN) is NaN: neither operand lost and there is no tie, so each gets the whole gradient
+    (PyTorch's rule: a loses it only where a < b). The old rule gave it to b alone."""
+    nan = float("nan")
+    a = Tensor(np.array([1.0, nan, nan, 2.0], np.float32), requires_grad=True)
+    b = Tensor(np.array([nan, 1.0, nan, 1.0], np.float32), requires_grad=True)
+    (a.maximum(b) + a.minimum(b)).sum().backward()
+    np.testing.assert_array_equal(grad_of(a), [2, 2, 2, 1])  # 2 > 1: a wins max, b wins min
+    np.testing.assert_array_equal(grad_of(b), [2, 2, 2, 1])
+
+
+def test_std_of_equal_values_has_gradient_zero_as_in_pytorch() -> None:
+    """std is not differentiable where it is 0; d sqrt(v) = dv / (2 sqrt(v)) would make it 0/0 = NaN,
+    and one such row poisons a training step. PyTorch gives 0 there; so does uopc."""
+    x = Tensor(np.array([[2.0, 2.0, 2.0], [1.0, 2.0, 4.0]], np.float32), requires_grad=True)
+    x.std(1, correction=0).sum().backward()
+    a = np.array([1.0, 2.0, 4.0])
+    expected = (a - a.mean()) / (a.size * a.std())
+    np.testing.assert_allclose(grad_of(x), [[0, 0, 0], expected], rtol=1e-6)
 
 
 def test_argmax_and_comparisons_carry_no_gradient() -> None:

@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 
 from uopc.tensor import Tensor, dtypes
 
+pytestmark = pytest.mark.sanitize  # rerun with kernels under ASan and UBSan (hatch env sanitize)
+
 Array = npt.NDArray[Any]
 
 

@@ -16,7 +16,11 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from uopc.tensor import Tensor, dtypes
+from uopc.backend.c.compiler import DEFAULT_CFLAGS
+from uopc.lower import PlanCache
+from uopc.tensor import Tensor, dtypes, realize
+
+pytestmark = pytest.mark.sanitize  # rerun with kernels under ASan and UBSan (hatch env sanitize)
 
 Array = npt.NDArray[Any]
 BinaryOp = Callable[[Any, Any], Any]
@@ -181,6 +185,32 @@ def test_bool_logic() -> None:
     for t, ref in cases:
         assert t.dtype is dtypes.bool
         check(t, ref)
+
+
+def test_bool_add_and_mul_are_or_and_and_as_in_numpy() -> None:
+    a, b = np.array([True, True, False, False]), np.array([True, False, True, False])
+    x, y = Tensor(a), Tensor(b)
+    cases = [(x + y, a + b), (x * y, a * b), (x + True, a + True), (False * x, False * a)]
+    realize_all(*(t for t, _ in cases))
+    for t, ref in cases:
+        assert t.dtype is dtypes.bool
+        np.testing.assert_array_equal(t.numpy(), ref)
+
+
+def test_where_with_a_bool_branch_and_an_int_keeps_the_int() -> None:
+    """A Python int beside a bool tensor makes the default integer, as in `mask + 5`; it must not
+    become True (where(c, bool_tensor, 5) used to give True for 5)."""
+    cond, picked = Tensor([True, False, False]), Tensor([False, True, True])
+    for t, ref in [(cond.where(picked, 5), [0, 5, 5]), (cond.where(-3, picked), [-3, 1, 1])]:
+        assert t.dtype is dtypes.int32
+        np.testing.assert_array_equal(t.numpy(), ref)
+
+
+def test_abs_of_negative_zero_is_positive_zero() -> None:
+    a = np.array([-0.0, 0.0, -1.5, np.inf, -np.inf, np.nan], np.float32)
+    got = Tensor(a).abs().numpy()
+    np.testing.assert_array_equal(got, np.abs(a))
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(np.abs(a)))  # -0.0 == 0.0: the sign bit tells
 
 
 def test_pow() -> None:
@@ -438,6 +468,17 @@ def test_softmax_family_is_stable_for_large_logits() -> None:
     for t, ref in cases:
         assert np.isfinite(t.numpy()).all()
         check(t, ref.astype(np.float32), rtol=1e-5, atol=1.5e-4)  # float32 spacing near 1000 is 6e-5
+
+
+def test_log_softmax_keeps_its_precision_at_large_magnitudes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """x - logsumexp(x) cancels: at |x| = 1e8 float32's spacing is 8, so logsumexp's log(2) is lost and
+    the result was 0; (x - max) - log(sum(exp(x - max))) subtracts before the magnitudes meet. Built
+    without -fassociative-math, which would let gcc regroup it into x - (max + log(...)) again
+    (notebook 80): the formula is what this test pins."""
+    monkeypatch.setenv("CFLAGS", DEFAULT_CFLAGS.replace("-fassociative-math", ""))
+    monkeypatch.setattr(realize, "PLANS", PlanCache())  # no executable built under other flags
+    a = np.array([[1e8, 1e8, 1e8 - 8], [-1e8, -1e8, -1e8]], np.float32)
+    check(Tensor(a).log_softmax(-1), log_softmax_ref(a.astype(np.float64), -1).astype(np.float32), rtol=1e-6)
 
 
 def test_one_hot_and_cross_entropy() -> None:

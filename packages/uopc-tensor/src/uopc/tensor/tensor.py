@@ -461,6 +461,8 @@ class Tensor:
 
     def _binary(self, op: Ops, other: Operand, name: str, reverse: bool = False) -> Tensor:
         a, b, sources = self._operands(other, name, reverse)
+        if a.scalar_dtype.is_bool:
+            op = _BOOL_ARITHMETIC.get(op, op)
         try:
             uop = a.alu(op, b)
         except ValueError as e:
@@ -895,8 +897,9 @@ class Tensor:
         return e / e.sum(axis, keepdim=True)
 
     def log_softmax(self, axis: int = -1) -> Tensor:
-        """Shifted by the maximum as softmax is (not by logsumexp's, which is 0 for an infinite maximum), so
-        it is NaN exactly where softmax is, as in PyTorch."""
+        """(x - max) - log(sum(exp(x - max))), shifted by the maximum as softmax is (not by logsumexp's, which is 0
+        for an infinite maximum), so it is NaN exactly where softmax is, as in PyTorch; x - logsumexp(x) would
+        cancel at large |x|, losing the log."""
         shifted = self - self.max(axis, keepdim=True).detach()
         return shifted - shifted.exp().sum(axis, keepdim=True).log()
 
@@ -1114,6 +1117,10 @@ def _sum_dtype(dt: DType) -> DType:
     return dtypes.uint64 if dt.kind == "uint" else dtypes.int64
 
 
+# numpy and PyTorch add and multiply bools as logical or and and (the result stays bool)
+_BOOL_ARITHMETIC = {Ops.ADD: Ops.OR, Ops.MUL: Ops.AND}
+
+
 def _python_scalar(v: Any, op: str) -> Scalar:
     """A Python bool, int or float; numpy scalars become the Python value they hold."""
     if isinstance(v, np.generic):
@@ -1129,13 +1136,15 @@ def is_realized(u: UOp) -> bool:
 
 
 def _lift(v: Operand, like: Tensor | None, device: str) -> Tensor:
-    """A scalar as a 0-d tensor of `like`'s dtype (a float makes an integer dtype float32)."""
+    """A scalar as a 0-d tensor of `like`'s dtype (a float makes an integer float32, an int makes a bool int32)."""
     if isinstance(v, Tensor):
         return v
     value = _python_scalar(v, "where")
     dt = dtypes.from_python(value) if like is None else like.dtype
     if isinstance(value, float) and not dt.is_float:
         dt = dtypes.float32
+    elif isinstance(value, int) and not isinstance(value, bool) and dt.is_bool:
+        dt = dtypes.default_int  # as in _operands: an int is no bool
     return Tensor.full((), value, dt, device=device)
 
 
