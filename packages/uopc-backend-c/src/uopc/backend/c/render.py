@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable
 
 from uopc.ir import AxisType, DType, Ops, UOp, dtypes, vmin
+from uopc.ir.symbolic import linear_terms
 from uopc.lower import Kernel, Param
 from uopc.lower.opt import reduce_strides
 
@@ -132,14 +133,22 @@ def param_decl(p: Param, written: bool) -> str:
 # --8<-- [end:param-decl]
 
 
+_FMA = {dtypes.float32: "fmaf", dtypes.float64: "fma"}
+
+
+def _contiguous_along(r: UOp, index: UOp) -> bool:
+    """Whether a load at `index` moves by at most one element per iteration of loop r."""
+    terms, _ = linear_terms(index)
+    return terms.get(r, 0) in (0, 1) and not any(r in t.toposort() for t in terms if t is not r)
+
 _WIDENED = (Ops.NEG, Ops.ADD, Ops.SUB, Ops.MUL)  # the ops whose result can leave a narrow integer type's range
 
 
 class _CWriter:
     """Walks a linearized program once, naming values and writing lines."""
 
-    def __init__(self, program: list[UOp]) -> None:
-        self.program = program
+    def __init__(self, program: list[UOp], vectorize_sums: bool = True) -> None:
+        self.program, self.vectorize_sums = program, vectorize_sums
         self.expr: dict[UOp, str] = {}
         self.lines: list[str] = []
         self.helpers: dict[str, str] = {}
@@ -147,9 +156,11 @@ class _CWriter:
         self.depth = 1
         self.block: dict[UOp, UOp | None] = {}
         self.users: dict[UOp, list[UOp]] = {}
+        self.inside: dict[UOp | None, list[UOp]] = {}  # loop -> the nodes of its own block
         open_loops: list[UOp] = []
         for u in program:
             self.block[u] = open_loops[-1] if open_loops else None
+            self.inside.setdefault(self.block[u], []).append(u)
             if u.op is Ops.RANGE:
                 open_loops.append(u)
             elif u.op is Ops.ENDRANGE:
@@ -225,8 +236,7 @@ class _CWriter:
         elif u.op is Ops.DEFINE_ACC:
             self.value(u, self.expr[u.src[0]], "acc")
         elif u.op is Ops.ACCUMULATE:
-            acc = self.expr[u.src[0]]
-            self.line(f"{acc} = {self.alu(UOp(u.arg, u.dtype, (u.src[0], u.src[1])))};")
+            self.line(f"{self.expr[u.src[0]]} = {self.accumulate(u)};")
         elif u.op is Ops.END:
             if u.src[0].op is not Ops.STORE:
                 self.expr[u] = self.expr[u.src[0].src[0]] if u.src[0].op is Ops.ACCUMULATE else self.expr[u.src[0]]
@@ -243,17 +253,56 @@ class _CWriter:
         name = f"{prefix}{r.arg.axis}"
         if r.arg.kind is AxisType.THREAD:
             self.line("#pragma omp parallel for")
+        sums = self.simd_sums(r)
+        if sums:
+            self.line(f"#pragma omp simd reduction(+:{', '.join(sums)})")
         self.line(f"for (int {name} = 0; {name} < {self.expr[r.src[0]]}; {name}++) {{")
         self.expr[r] = name
         self.depth += 1
 
     # --8<-- [end:c-statement]
 
+    # --8<-- [start:fp-opt-ins]
+    # The C is compiled with IEEE float semantics (compiler.py). Two reorderings are granted here, each only
+    # where it changes nothing but the rounding of a sum, whose order uopc never promised:
+    #
+    # - A reduce loop whose accumulators are all sums gets `#pragma omp simd reduction(+: ...)`: gcc may
+    #   split each sum into one partial sum per vector lane and add the lanes at the end, as numpy's pairwise
+    #   sum splits a sum into eight. Only the listed accumulators are reordered; every other expression in
+    #   the loop keeps its IEEE meaning (x * 0.0 stays nan for an infinite x). A loop that holds a max, a min,
+    #   a product or another loop gets no pragma, and keeps the order the loop says. Nor does a loop whose
+    #   loads stride through memory: vector lanes would gather scattered elements, eight times slower than
+    #   what gcc does alone (it vectorizes the loop around it, or the register tile).
+    # - A sum of products, acc + a * b, becomes fmaf(a, b, acc): one rounding instead of two, as the FMA
+    #   instructions of numpy's matmul (BLAS) do. inf and nan come out as unfused; only a product that
+    #   overflows on its own while acc cancels it comes out finite, and that is the exact answer.
+    def simd_sums(self, r: UOp) -> list[str]:
+        """The accumulators a reduce loop may split into vector lanes; none when it must keep its order."""
+        inside = self.inside.get(r, [])
+        updates = [u for u in inside if u.op is Ops.ACCUMULATE]
+        if not self.vectorize_sums or r.arg.kind is not AxisType.REDUCE or any(u.op is Ops.RANGE for u in inside):
+            return []
+        if not updates or any(u.arg is not Ops.ADD for u in updates):
+            return []
+        if not all(_contiguous_along(r, u.src[1]) for u in inside if u.op is Ops.LOAD):
+            return []
+        return [self.expr[u.src[0]] for u in updates]
+
+    def accumulate(self, u: UOp) -> str:
+        """The new value of an accumulator: a fused multiply-add for a float sum of products."""
+        acc, value = u.src[0], u.src[1]
+        if u.arg is Ops.ADD and value.op is Ops.MUL and u.scalar_dtype in _FMA:
+            a, b = (self.expr[s] for s in value.src)
+            return f"{_FMA[u.scalar_dtype]}({a}, {b}, {self.expr[acc]})"
+        return self.alu(UOp(u.arg, u.dtype, (acc, value)))
+
+    # --8<-- [end:fp-opt-ins]
+
 
 # --8<-- [start:render-c]
 def render_kernel(kernel: Kernel) -> tuple[str, dict[str, str]]:
     """A kernel's C function, and the helpers it calls (by name, so a batch defines each once)."""
-    w = _CWriter(kernel.program)
+    w = _CWriter(kernel.program, vectorize_sums=not _attributes(kernel))
     for u in kernel.program:
         w.statement(u)
     params = ", ".join(param_decl(p, p.slot in kernel.written) for p in kernel.params)
