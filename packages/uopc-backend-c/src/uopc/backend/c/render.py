@@ -141,6 +141,7 @@ def _contiguous_along(r: UOp, index: UOp) -> bool:
     terms, _ = linear_terms(index)
     return terms.get(r, 0) in (0, 1) and not any(r in t.toposort() for t in terms if t is not r)
 
+
 _WIDENED = (Ops.NEG, Ops.ADD, Ops.SUB, Ops.MUL)  # the ops whose result can leave a narrow integer type's range
 
 
@@ -256,7 +257,7 @@ class _CWriter:
         sums = self.simd_sums(r)
         if sums:
             self.line(f"#pragma omp simd reduction(+:{', '.join(sums)})")
-        self.line(f"for (int {name} = 0; {name} < {self.expr[r.src[0]]}; {name}++) {{")
+        self.line(f"for ({c_type(r.scalar_dtype)} {name} = 0; {name} < {self.expr[r.src[0]]}; {name}++) {{")
         self.expr[r] = name
         self.depth += 1
 
