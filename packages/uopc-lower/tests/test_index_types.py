@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from uopc.ir import Ops, UOp, dtypes, simplify, substitute
-from uopc.lower import LowerError, apply_opts, choose_opts, rangeify
+from uopc.lower import LowerError, Opts, apply_opts, choose_opts, rangeify
 from uopc.lower.rangeify import MAX_VIEW_ELEMENTS
 
 
@@ -50,6 +50,22 @@ def test_an_offset_beyond_int32_makes_the_kernel_int64() -> None:
     kernel = kernel_of(view.shrink(((0, 7), (0, 1))).reshape((7,)))
     assert index_dtypes(kernel) == {"int64"}
     assert load_offsets(kernel) == [r * 2**30 % 7 for r in range(7)]
+
+
+def test_opts_keep_the_index_type_of_a_wide_kernel() -> None:
+    view = UOp.buffer(0, 7).reshape((1, 7)).expand((2**30, 7)).reshape((7, 2**30)).shrink(((0, 7), (0, 4)))
+    kernel = apply_opts(kernel_of(view), Opts(upcast={1: 2}, thread=0))
+    assert index_dtypes(kernel) == {"int64"}
+    stores = [u for u in kernel.toposort() if u.op is Ops.STORE]  # out[index] = x[load index], once per copy
+    rows, halves = sorted((u for u in kernel.toposort() if u.op is Ops.RANGE), key=lambda u: u.arg.axis)
+    got = {}
+    for r in range(7):
+        for h in range(2):
+            fixed = {rows: UOp.const(r, dtypes.int64), halves: UOp.const(h, dtypes.int64)}
+            for store in stores:
+                element = simplify(substitute(store.src[1], fixed)).arg
+                got[element] = simplify(substitute(store.src[2].src[1], fixed)).arg
+    assert got == {r * 4 + c: (r * 2**30 + c) % 7 for r in range(7) for c in range(4)}
 
 
 def test_folding_an_offset_constant_never_wraps() -> None:

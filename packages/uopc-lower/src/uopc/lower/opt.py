@@ -42,7 +42,7 @@ def _split(r: UOp, n: int, what: str) -> UOp:
     size = r.src[0].arg
     if n < 1 or size % n:
         raise LowerError(f"opt: cannot {what} axis {r.arg.axis} of size {size} by {n}; use a divisor of {size}")
-    return range_(size // n, r.arg.axis, r.arg.kind)
+    return range_(UOp.const(size // n, r.scalar_dtype), r.arg.axis, r.arg.kind)  # in the kernel's index type
 
 
 # --8<-- [start:upcast]
