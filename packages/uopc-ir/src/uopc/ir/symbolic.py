@@ -22,6 +22,7 @@ from uopc.ir.uop import (
     Ops,
     UOp,
     UOpError,
+    accumulator_dtype,
     call_body_params,
     prod,
     round_to,
@@ -681,11 +682,12 @@ def reduce_elements(r: UOp) -> UOp:
         idx = [0 if a in axes else v for a, v in enumerate(_unravel(i, src.shape))]
         groups.setdefault(_ravel(idx, r.shape), []).append(e)
     out = []
+    dtype = accumulator_dtype(op, r.scalar_dtype)
     for k in range(prod(r.shape)):
-        acc = groups[k][0]
+        acc = groups[k][0].cast(dtype)
         for e in groups[k][1:]:
-            acc = UOp(op, acc.dtype, (acc, e))
-        out.append(acc)
+            acc = UOp(op, dtype, (acc, e.cast(dtype)))
+        out.append(acc.cast(r.scalar_dtype))
     return from_elements(r.shape, out)
 
 

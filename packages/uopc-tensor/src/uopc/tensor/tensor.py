@@ -164,7 +164,9 @@ class Tensor:
         return self
 
     def numpy(self) -> np.ndarray[Any, Any]:
-        """The value as a numpy array (a copy)."""
+        """The value as a numpy array (a copy). numpy has no bfloat16: bfloat16 comes out as float32 (exact)."""
+        if self.dtype is dtypes.bfloat16:
+            return self.cast(dtypes.float32).numpy()
         self.realize()
         backend = get_backend(self.device)
         value = COMPUTED.get(self.uop, self.uop)
@@ -803,8 +805,6 @@ def _shape_args(shape: Sequence[int | Sequence[int]]) -> tuple[int, ...]:
 
 
 def _numpy_dtype(data: Any, dtype: DType | None) -> tuple[np.ndarray[Any, Any], DType]:
-    if dtype is dtypes.bfloat16:
-        raise TensorError("Tensor: numpy has no bfloat16, so data cannot be given in it; cast a float32 tensor")
     if dtype is not None:
         return np.asarray(data, dtype=dtype.np_name), dtype
     if isinstance(data, np.ndarray):
@@ -824,6 +824,8 @@ def _numpy_dtype(data: Any, dtype: DType | None) -> tuple[np.ndarray[Any, Any], 
 
 
 def _buffer_from(data: Any, dtype: DType | None, device: str) -> UOp:
+    if dtype is dtypes.bfloat16:  # numpy has no bfloat16: the data becomes float32, and a kernel rounds it
+        return _buffer_from(data, dtypes.float32, device).cast(dtypes.bfloat16)
     arr, dt = _numpy_dtype(data, dtype)
     if arr.size == 0:
         raise TensorError(f"Tensor: zero-size tensors (shape {arr.shape}) are not supported")

@@ -17,7 +17,10 @@ from uopc.lower.opt import reduce_strides
 
 
 class RenderError(ValueError):
-    """A kernel the C renderer cannot express, such as one computing in bfloat16."""
+    """A kernel the C renderer cannot express, such as one using an op it has no rule for."""
+
+
+_FLOAT_VALUED = (dtypes.float32, dtypes.bfloat16)  # C float holds their values (see c_type)
 
 
 # --8<-- [start:c-literal]
@@ -29,8 +32,9 @@ def c_literal(value: bool | int | float, dtype: DType) -> str:
         v = float(value)
         text = "NAN" if math.isnan(v) else ("INFINITY" if v > 0 else "(-INFINITY)") if math.isinf(v) else repr(v)
         if not math.isfinite(v):
-            return text if dtype is dtypes.float32 else f"(({dtype.c_name}){text})"
-        literal = {dtypes.float32: f"{text}f", dtypes.float64: text}.get(dtype, f"(({dtype.c_name}){text}f)")
+            return text if dtype in _FLOAT_VALUED else f"(({dtype.c_name}){text})"
+        literal = f"{text}f" if dtype in _FLOAT_VALUED else f"(({dtype.c_name}){text}f)"
+        literal = text if dtype is dtypes.float64 else literal
         return f"({literal})" if literal.startswith("-") else literal  # `x - -1.5f` must not read as `x--1.5f`
     suffix = {dtypes.int64: "LL", dtypes.uint32: "u", dtypes.uint64: "ull"}.get(dtype, "")
     if value == dtype.min and dtype.kind == "int":  # -2147483648 is the negation of a too-large literal in C
@@ -45,7 +49,7 @@ def _math(name: str) -> Callable[[list[str], DType], str]:
     def render(a: list[str], dt: DType) -> str:
         if dt is dtypes.float64:
             return f"{name}({', '.join(a)})"
-        if dt is dtypes.float32:
+        if dt in _FLOAT_VALUED:  # a bfloat16 result is rounded by the caller (_CWriter.alu)
             return f"{name}f({', '.join(a)})"
         args = ", ".join(f"(float){x}" for x in a)  # float16: compute in float, round back
         return f"(({dt.c_name}){name}f({args}))"
@@ -117,17 +121,40 @@ def c_helper(kind: str, dt: DType) -> str:
 # --8<-- [end:c-helpers]
 
 
+# --8<-- [start:bfloat16]
 def c_type(dt: DType) -> str:
-    if dt is dtypes.bfloat16:
-        raise RenderError("the C backend does not compute in bfloat16; cast to float32 first")
-    return dt.c_name
+    """The C type of a value of `dt`. C has no portable bfloat16 arithmetic, so a bfloat16 value is a float
+    that holds a bfloat16 number exactly: loads widen it, and every op that can leave bfloat16 rounds its
+    result back (bf16_round), as float16 ops compute in float and round back."""
+    return "float" if dt is dtypes.bfloat16 else dt.c_name
+
+
+def c_storage_type(dt: DType) -> str:
+    """The C type of an element of a buffer: a bfloat16 is stored as its 16 bits, the top half of a float."""
+    return "unsigned short" if dt is dtypes.bfloat16 else dt.c_name
+
+
+_EXACT_IN_BFLOAT16 = (Ops.NEG, Ops.MAX, Ops.MIN, Ops.WHERE)  # they return one of their bfloat16 operands
+
+BF16_HELPERS = {
+    "bf16_round": "static inline float bf16_round(float x) { union { float f; unsigned int u; } v = { x }; "
+    "if (x != x) v.u |= 0x400000u; else v.u += 0x7fffu + ((v.u >> 16) & 1u); "  # nan stays nan; ties to even
+    "v.u &= 0xffff0000u; return v.f; }",
+    "bf16_load": "static inline float bf16_load(unsigned short b) { union { unsigned int u; float f; } v = "
+    "{ (unsigned int)b << 16 }; return v.f; }",
+    "bf16_store": "static inline unsigned short bf16_store(float x) { union { float f; unsigned int u; } v = "
+    "{ bf16_round(x) }; return (unsigned short)(v.u >> 16); }",
+}
+
+
+# --8<-- [end:bfloat16]
 
 
 # --8<-- [start:param-decl]
 def param_decl(p: Param, written: bool) -> str:
     """`float data0[restrict static 6]`: the size in the signature documents it and lets Program check it."""
     const = "" if written else "const "
-    return f"{const}{c_type(p.dtype)} {p.name}[restrict static {p.size}]"
+    return f"{const}{c_storage_type(p.dtype)} {p.name}[restrict static {p.size}]"
 
 
 # --8<-- [end:param-decl]
@@ -199,7 +226,13 @@ class _CWriter:
             # C computes 8- and 16-bit integers in int: the cast wraps the result at the type's width, as the
             # IR does, also where the expression is inlined into a comparison or a division
             return f"(({c_type(dt)}){C_OPS[u.op](operands, dt)})"
+        if u.dtype is dtypes.bfloat16 and u.op not in _EXACT_IN_BFLOAT16:
+            return self.bf16_round(C_OPS[u.op](operands, dt))
         return C_OPS[u.op](operands, dt)
+
+    def bf16_round(self, text: str) -> str:
+        self.helpers["bf16_round"] = BF16_HELPERS["bf16_round"]
+        return f"bf16_round({text})"
 
     # --8<-- [end:c-alu]
 
@@ -229,11 +262,18 @@ class _CWriter:
         elif u.op is Ops.LOAD:
             ptr, idx = self.expr[u.src[0]], self.expr[u.src[1]]
             read = f"{ptr}[{idx}]"
+            if u.dtype is dtypes.bfloat16:
+                self.helpers["bf16_load"] = BF16_HELPERS["bf16_load"]
+                read = f"bf16_load({read})"
             if len(u.src) == 3:
                 read = f"{self.expr[u.src[2]]} ? {read} : {c_literal(0, u.scalar_dtype)}"
             self.value(u, read, "val")
         elif u.op is Ops.STORE:
-            self.line(f"{self.expr[u.src[0]]}[{self.expr[u.src[1]]}] = {self.expr[u.src[2]]};")
+            value = self.expr[u.src[2]]
+            if u.src[2].dtype is dtypes.bfloat16:
+                self.helpers |= {k: BF16_HELPERS[k] for k in ("bf16_round", "bf16_store")}
+                value = f"bf16_store({value})"
+            self.line(f"{self.expr[u.src[0]]}[{self.expr[u.src[1]]}] = {value};")
         elif u.op is Ops.DEFINE_ACC:
             self.value(u, self.expr[u.src[0]], "acc")
         elif u.op is Ops.ACCUMULATE:
@@ -243,7 +283,8 @@ class _CWriter:
                 self.expr[u] = self.expr[u.src[0].src[0]] if u.src[0].op is Ops.ACCUMULATE else self.expr[u.src[0]]
         elif u.op is Ops.CAST:
             to, x = u.scalar_dtype, self.expr[u.src[0]]
-            self.value(u, f"({x}!=0)" if to.is_bool else f"(({c_type(to)}){x})", "alu")
+            text = f"({x}!=0)" if to.is_bool else f"(({c_type(to)}){x})"
+            self.value(u, self.bf16_round(text) if to is dtypes.bfloat16 else text, "alu")
         elif u.op in C_OPS:
             self.value(u, self.alu(u), "alu")
         else:
