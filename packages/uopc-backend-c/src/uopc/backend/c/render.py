@@ -353,10 +353,11 @@ def render_kernel(kernel: Kernel) -> tuple[str, dict[str, str]]:
 
 # --8<-- [start:no-loop-vectorize]
 def _attributes(kernel: Kernel) -> str:
-    """gcc, allowed to reassociate, vectorizes a reduce loop even when its loads stride through memory,
-    building each vector from scattered elements: ten times slower than vectorizing the register tile
-    (notes 31). Kernels with a register tile (several accumulators, straight-line code to vectorize) ask
-    gcc to vectorize that code only; without a tile, the reduce loop is all there is to vectorize."""
+    """gcc, where it may split a sum into vector lanes (an integer sum always, a float sum where simd_sums
+    grants it), vectorizes a reduce loop even when its loads stride through memory, building each vector
+    from scattered elements: ten times slower than vectorizing the register tile (notes 31). Kernels with a
+    register tile (several accumulators, straight-line code to vectorize) ask gcc to vectorize that code
+    only; without a tile, the reduce loop is all there is to vectorize."""
     tile = sum(1 for u in kernel.ast.toposort() if u.op is Ops.REDUCE)
     if tile >= 4 and any(reduce_strides(kernel.ast)):
         return '__attribute__((optimize("no-tree-loop-vectorize"))) '
