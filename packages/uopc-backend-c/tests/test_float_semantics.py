@@ -125,3 +125,6 @@ def test_only_sums_over_contiguous_loads_get_vector_lanes() -> None:
     assert "omp simd" not in column_sum  # the loads stride by 64: lanes would gather
     row_max = render_c(Kernel("k", rangeify([(UOp.buffer(1, 64), x.reduce(Ops.MAX, [1]).reshape((64,)))])))
     assert "omp simd" not in row_max  # a max keeps the loop's order
+    short = UOp.buffer(0, 64 * 10).reshape((64, 10))
+    short_sum = render_c(Kernel("k", rangeify([(UOp.buffer(1, 64), short.sum([1]).reshape((64,)))])))
+    assert "omp simd" not in short_sum  # 10 iterations: lanes would cost more than they save

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from uopc.ir import AxisType, DType, Ops, UOp, dtypes, vmin
+from uopc.ir import AxisType, DType, Ops, UOp, dtypes, vmax, vmin
 from uopc.ir.symbolic import linear_terms
 from uopc.lower import Kernel, Param
 from uopc.lower.opt import reduce_strides
@@ -161,6 +161,7 @@ def param_decl(p: Param, written: bool) -> str:
 
 
 _FMA = {dtypes.float32: "fmaf", dtypes.float64: "fma"}
+SIMD_MIN_TRIPS = 32  # iterations a reduce loop needs before vector lanes pay for their final sums
 
 
 def _contiguous_along(r: UOp, index: UOp) -> bool:
@@ -314,7 +315,9 @@ class _CWriter:
     #   the loop keeps its IEEE meaning (x * 0.0 stays nan for an infinite x). A loop that holds a max, a min,
     #   a product or another loop gets no pragma, and keeps the order the loop says. Nor does a loop whose
     #   loads stride through memory: vector lanes would gather scattered elements, eight times slower than
-    #   what gcc does alone (it vectorizes the loop around it, or the register tile).
+    #   what gcc does alone (it vectorizes the loop around it, or the register tile). Nor a short loop: it
+    #   is mostly the lanes' final sums, and OpenMP's lowering of a 64-accumulator tile doubled the time gcc
+    #   took to build an MLP step's kernels, whose reduce loops over 10 classes gained nothing from it.
     # - A sum of products, acc + a * b, becomes fmaf(a, b, acc): one rounding instead of two, as the FMA
     #   instructions of numpy's matmul (BLAS) do. inf and nan come out as unfused; only a product that
     #   overflows on its own while acc cancels it comes out finite, and that is the exact answer.
@@ -324,7 +327,7 @@ class _CWriter:
         updates = [u for u in inside if u.op is Ops.ACCUMULATE]
         if not self.vectorize_sums or r.arg.kind is not AxisType.REDUCE or any(u.op is Ops.RANGE for u in inside):
             return []
-        if not updates or any(u.arg is not Ops.ADD for u in updates):
+        if not updates or any(u.arg is not Ops.ADD for u in updates) or vmax(r.src[0]) < SIMD_MIN_TRIPS:
             return []
         if not all(_contiguous_along(r, u.src[1]) for u in inside if u.op is Ops.LOAD):
             return []
