@@ -100,7 +100,7 @@ def test_sums_in_vector_lanes_keep_inf_nan_and_the_body_exact(opt: bool) -> None
 
 @pytest.mark.o0
 def test_a_matmul_with_inf_gives_nan_where_numpy_does() -> None:
-    # acc + a * b becomes fmaf(a, b, acc): inf * 0 is still nan, and inf * finite still inf
+    # acc + a * b may be fused into one multiply-add: inf * 0 is still nan, and inf * finite still inf
     rng = np.random.default_rng(9)
     a = rng.standard_normal((8, 16)).astype(np.float32)
     b = rng.standard_normal((16, 8)).astype(np.float32)
@@ -128,3 +128,18 @@ def test_only_sums_over_contiguous_loads_get_vector_lanes() -> None:
     short = UOp.buffer(0, 64 * 10).reshape((64, 10))
     short_sum = render_c(Kernel("k", rangeify([(UOp.buffer(1, 64), short.sum([1]).reshape((64,)))])))
     assert "omp simd" not in short_sum  # 10 iterations: lanes would cost more than they save
+
+
+def test_only_kernels_whose_products_all_feed_sums_may_fuse_them() -> None:
+    a = UOp.buffer(0, 16 * 16).reshape((16, 1, 16)).expand((16, 16, 16))
+    b = UOp.buffer(1, 16 * 16).reshape((1, 16, 16)).expand((16, 16, 16))
+    matmul = (a * b).sum([2]).reshape((16, 16))
+
+    def source(value: UOp) -> str:
+        slots = [u.arg.slot for u in value.toposort() if u.op is Ops.BUFFER]
+        return render_c(Kernel("k", rangeify([(UOp.buffer(max(slots) + 1, value.size), value)])))
+
+    assert 'optimize("fp-contract=fast")' in source(matmul)
+    assert "fp-contract" not in source(matmul * 2.0)  # a product that is not summed: IEEE, unfused
+    x = UOp.buffer(0, 8)
+    assert "fp-contract" not in source(x * x - 1.0)

@@ -160,7 +160,6 @@ def param_decl(p: Param, written: bool) -> str:
 # --8<-- [end:param-decl]
 
 
-_FMA = {dtypes.float32: "fmaf", dtypes.float64: "fma"}
 SIMD_MIN_TRIPS = 32  # iterations a reduce loop needs before vector lanes pay for their final sums
 
 
@@ -278,7 +277,7 @@ class _CWriter:
         elif u.op is Ops.DEFINE_ACC:
             self.value(u, self.expr[u.src[0]], "acc")
         elif u.op is Ops.ACCUMULATE:
-            self.line(f"{self.expr[u.src[0]]} = {self.accumulate(u)};")
+            self.line(f"{self.expr[u.src[0]]} = {self.alu(UOp(u.arg, u.dtype, (u.src[0], u.src[1])))};")
         elif u.op is Ops.END:
             if u.src[0].op is not Ops.STORE:
                 self.expr[u] = self.expr[u.src[0].src[0]] if u.src[0].op is Ops.ACCUMULATE else self.expr[u.src[0]]
@@ -318,9 +317,10 @@ class _CWriter:
     #   what gcc does alone (it vectorizes the loop around it, or the register tile). Nor a short loop: it
     #   is mostly the lanes' final sums, and OpenMP's lowering of a 64-accumulator tile doubled the time gcc
     #   took to build an MLP step's kernels, whose reduce loops over 10 classes gained nothing from it.
-    # - A sum of products, acc + a * b, becomes fmaf(a, b, acc): one rounding instead of two, as the FMA
-    #   instructions of numpy's matmul (BLAS) do. inf and nan come out as unfused; only a product that
-    #   overflows on its own while acc cancels it comes out finite, and that is the exact answer.
+    # - A kernel whose float products are all added into accumulators (acc + a * b, as in a matmul) may
+    #   fuse each product into its sum: one fused multiply-add, one rounding instead of two, as the FMA
+    #   instructions of numpy's matmul (BLAS) do (fused_products, below). inf and nan come out as unfused;
+    #   only a product that overflows on its own while acc cancels it comes out finite, the exact answer.
     def simd_sums(self, r: UOp) -> list[str]:
         """The accumulators a reduce loop may split into vector lanes; none when it must keep its order."""
         inside = self.inside.get(r, [])
@@ -333,38 +333,60 @@ class _CWriter:
             return []
         return [self.expr[u.src[0]] for u in updates]
 
-    def accumulate(self, u: UOp) -> str:
-        """The new value of an accumulator: a fused multiply-add for a float sum of products."""
-        acc, value = u.src[0], u.src[1]
-        if u.arg is Ops.ADD and value.op is Ops.MUL and u.scalar_dtype in _FMA:
-            a, b = (self.expr[s] for s in value.src)
-            return f"{_FMA[u.scalar_dtype]}({a}, {b}, {self.expr[acc]})"
-        return self.alu(UOp(u.arg, u.dtype, (acc, value)))
-
     # --8<-- [end:fp-opt-ins]
 
 
 # --8<-- [start:render-c]
 def render_kernel(kernel: Kernel) -> tuple[str, dict[str, str]]:
     """A kernel's C function, and the helpers it calls (by name, so a batch defines each once)."""
-    w = _CWriter(kernel.program, vectorize_sums=not _attributes(kernel))
+    w = _CWriter(kernel.program, vectorize_sums=not no_loop_vectorize(kernel))
     for u in kernel.program:
         w.statement(u)
     params = ", ".join(param_decl(p, p.slot in kernel.written) for p in kernel.params)
     return "\n".join([f"{_attributes(kernel)}void {kernel.name}({params}) {{", *w.lines, "}"]), w.helpers
 
 
-# --8<-- [start:no-loop-vectorize]
 def _attributes(kernel: Kernel) -> str:
-    """gcc, where it may split a sum into vector lanes (an integer sum always, a float sum where simd_sums
-    grants it), vectorizes a reduce loop even when its loads stride through memory, building each vector
-    from scattered elements: ten times slower than vectorizing the register tile (notes 31). Kernels with a
-    register tile (several accumulators, straight-line code to vectorize) ask gcc to vectorize that code
-    only; without a tile, the reduce loop is all there is to vectorize."""
+    """The per-kernel options gcc gets on top of the flags, as a function attribute."""
+    options = []
+    if no_loop_vectorize(kernel):
+        options.append("no-tree-loop-vectorize")
+    if fused_products(kernel):
+        options.append("fp-contract=fast")
+    quoted = ", ".join(f'"{o}"' for o in options)
+    return f"__attribute__((optimize({quoted}))) " if options else ""
+
+
+# --8<-- [start:fused-products]
+def fused_products(kernel: Kernel) -> bool:
+    """Whether the kernel may fuse multiplies into adds (-ffp-contract=fast): only where every float product
+    in it is added into an accumulator and used for nothing else, so the only fusions are acc + a * b.
+
+    gcc vectorizes the fused register tile better from `acc + a * b` than from explicit fmaf calls (a 4 x 4
+    tile of the MLP's weight gradient lost a quarter of its vectors), so the fusing is left to gcc and the
+    kernel, as a whole, is what opts in."""
+    users: dict[UOp, list[UOp]] = {}
+    for u in kernel.program:
+        for s in u.src:
+            users.setdefault(s, []).append(u)
+    products = [u for u in kernel.program if u.op is Ops.MUL and u.scalar_dtype.is_float]
+    into_sums = all(v.op is Ops.ACCUMULATE and v.arg is Ops.ADD and v.src[1] is p for p in products for v in users[p])
+    return bool(products) and into_sums
+
+
+# --8<-- [end:fused-products]
+
+
+# --8<-- [start:no-loop-vectorize]
+def no_loop_vectorize(kernel: Kernel) -> bool:
+    """Whether gcc must leave the kernel's loops unvectorized. Where gcc may split a sum into vector lanes
+    (an integer sum always, a float sum where simd_sums grants it), it vectorizes a reduce loop even when
+    its loads stride through memory, building each vector from scattered elements: ten times slower than
+    vectorizing the register tile (notes 31). Kernels with a register tile (several accumulators,
+    straight-line code to vectorize) ask gcc to vectorize that code only; without a tile, the reduce loop
+    is all there is to vectorize."""
     tile = sum(1 for u in kernel.ast.toposort() if u.op is Ops.REDUCE)
-    if tile >= 4 and any(reduce_strides(kernel.ast)):
-        return '__attribute__((optimize("no-tree-loop-vectorize"))) '
-    return ""
+    return tile >= 4 and any(reduce_strides(kernel.ast))
 
 
 # --8<-- [end:no-loop-vectorize]
