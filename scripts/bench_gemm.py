@@ -7,6 +7,7 @@ median time and GFLOP/s (2 n^3 floating-point operations per matmul).
 
     python scripts/bench_gemm.py                    # 1024 x 1024, 5 timed runs per setting
     python scripts/bench_gemm.py --size 512 --repeats 9 --out docs/outputs/bench_gemm.txt
+    python scripts/bench_gemm.py --layout abt       # A @ B.T: B stored as a Linear layer stores its weight
 """
 
 from __future__ import annotations
@@ -46,11 +47,15 @@ SETTINGS: dict[str, Opts] = {
 }
 
 
-def matmul_graph(n: int) -> UOp:
-    """C = A @ B for row-major n x n A (slot 0) and B (slot 1): reshape, expand, multiply, sum."""
+def matmul_graph(n: int, layout: str = "ab") -> UOp:
+    """C = A @ B for row-major n x n A (slot 0) and B (slot 1): reshape, expand, multiply, sum.
+
+    Layout "ab" reads B across its rows, a stride of n along the reduce axis; "abt" computes A @ B.T, which
+    reads both operands along their rows (contiguous), as a Linear layer reads its weight."""
     a = UOp.buffer(0, n * n).reshape((n, 1, n)).expand((n, n, n))
-    b = UOp.buffer(1, n * n).reshape((n, n)).permute((1, 0)).reshape((1, n, n)).expand((n, n, n))
-    return (a * b).sum([2]).reshape((n, n))
+    b = UOp.buffer(1, n * n).reshape((n, n))
+    b = b.permute((1, 0)) if layout == "ab" else b
+    return (a * b.reshape((1, n, n)).expand((n, n, n))).sum([2]).reshape((n, n))
 
 
 @dataclass
@@ -70,10 +75,10 @@ def median_time(run: Callable[[], None], repeats: int) -> float:
     return statistics.median(times)
 
 
-def bench_setting(name: str, opts: Opts, n: int, a: Array, b: Array, want: Array, repeats: int) -> Row:
+def bench_setting(name: str, opts: Opts, n: int, a: Array, b: Array, want: Array, repeats: int, layout: str) -> Row:
     start = time.perf_counter()
     try:
-        kernel = Kernel("matmul", apply_opts(rangeify([(UOp.buffer(2, n * n), matmul_graph(n))]), opts))
+        kernel = Kernel("matmul", apply_opts(rangeify([(UOp.buffer(2, n * n), matmul_graph(n, layout))]), opts))
     except LowerError as e:  # a factor that does not divide this size
         return Row(name, None, None, str(e))
     program = Program(render_c(kernel), kernel.name)
@@ -120,20 +125,23 @@ def main() -> None:
         "--repeats", type=positive_int, default=5, help="timed runs per setting, after a warm-up (default 5)"
     )
     parser.add_argument("--out", type=output_file, help="also write the table (markdown) to this file")
+    parser.add_argument("--layout", choices=["ab", "abt"], default="ab", help="A @ B (default) or A @ B.T")
     args = parser.parse_args()
     n, repeats = args.size, args.repeats
 
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n)).astype(np.float32)
     b = rng.standard_normal((n, n)).astype(np.float32)
-    want = a @ b
+    want = a @ b if args.layout == "ab" else a @ b.T
     rows = [
-        bench_setting(name, opts, n, a.reshape(-1), b.reshape(-1), want, repeats) for name, opts in SETTINGS.items()
+        bench_setting(name, opts, n, a.reshape(-1), b.reshape(-1), want, repeats, args.layout)
+        for name, opts in SETTINGS.items()
     ]
-    rows.append(bench_numpy(a, b, repeats))
+    rows.append(bench_numpy(a, b if args.layout == "ab" else b.T, repeats))
 
+    product = "A @ B" if args.layout == "ab" else "A @ B.T"
     header = (
-        f"float32 matmul, n = {n}: median of {repeats} runs after a warm-up; "
+        f"float32 matmul {product}, n = {n}: median of {repeats} runs after a warm-up; "
         f"{os.cpu_count()} CPUs ({platform.machine()}), CC={compiler()}, CFLAGS={cflags()}, numpy {np.__version__}"
     )
     text = f"{header}\n\n{table(rows, n)}\n"

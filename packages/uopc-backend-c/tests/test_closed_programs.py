@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from uopc.backend.c import CExecutable
+from uopc.backend.c import CExecutable, numpy_dtype
 from uopc.ir import AxisType, DType, Ops, UOp, dtypes, run, stack, to_python
 from uopc.lower import Kernel, Opts, apply_opts, rangeify
 
@@ -25,6 +25,7 @@ Shape = tuple[int, ...]
 
 SEEDS = range(80)
 PROGRAM_DTYPES = [dtypes.int32, dtypes.float32, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.float64]
+PROGRAM_DTYPES += [dtypes.float16, dtypes.bfloat16]
 
 
 def factor(n: int, rng: random.Random) -> Shape:
@@ -151,7 +152,8 @@ def built() -> tuple[list[Case], CExecutable]:
     cases = []
     for seed in SEEDS:
         p = program(seed)
-        want = np.array(to_python(run(p)), dtype=p.scalar_dtype.np_name).reshape(-1)
+        np_dtype = np.float32 if p.scalar_dtype is dtypes.bfloat16 else p.scalar_dtype.np_name
+        want = np.array(to_python(run(p)), dtype=np_dtype).reshape(-1)
         ast = rangeify([(UOp.buffer(0, p.size, p.scalar_dtype), p)])
         opted = apply_opts(ast, random_opts(ast, random.Random(seed)))
         cases.append(Case(p, want, Kernel(f"closed_{seed}", ast), Kernel(f"closed_opt_{seed}", opted)))
@@ -167,10 +169,12 @@ def test_closed_program_c_matches_rewrite_interpreter(built: tuple[list[Case], C
     dtype: DType = case.program.scalar_dtype
     for kernel in (case.kernel, case.opted):
         assert [p.slot for p in kernel.params] == [0]  # closed: the destination is the only buffer
-        out = np.zeros(case.want.size, case.want.dtype)
+        out = np.zeros(case.want.size, numpy_dtype(dtype))
         exe.run_kernel(exe.kernels.index(kernel), [out])
-        if dtype.is_float:  # gcc may contract and reorder float math; run rounds every op
-            rtol = 1e-4 if dtype is dtypes.float32 else 1e-9
+        if dtype is dtypes.bfloat16:  # the bit patterns, as float32
+            out = (out.astype(np.uint32) << 16).view(np.float32)
+        if dtype.is_float:  # sums may be reordered, and libm's exp and sin differ from Python's in the last bit
+            rtol = {dtypes.float32: 1e-4, dtypes.float64: 1e-9, dtypes.float16: 2**-10}.get(dtype, 2**-7)  # bf16
             np.testing.assert_allclose(out, case.want, rtol=rtol, atol=rtol, err_msg=kernel.name)
         else:
             np.testing.assert_array_equal(out, case.want, err_msg=f"{kernel.name} ({dtype.name})")

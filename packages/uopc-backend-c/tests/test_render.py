@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from uopc.backend.c import CExecutable, Program, RenderError, c_literal, render_c
+from uopc.backend.c import CExecutable, Program, c_literal, render_c
 from uopc.ir import DType, Ops, UOp, dtypes
 from uopc.lower import Kernel, rangeify
 
@@ -105,6 +105,8 @@ def test_helpers_are_defined_once_and_only_when_used() -> None:
         (-math.inf, dtypes.float32, "(-INFINITY)"),
         (math.nan, dtypes.float64, "((double)NAN)"),
         (0.5, dtypes.float16, "((_Float16)0.5f)"),
+        (-1.5, dtypes.bfloat16, "(-1.5f)"),  # a bfloat16 value is a C float (render.c_type)
+        (math.inf, dtypes.bfloat16, "INFINITY"),
         (True, dtypes.bool, "1"),
         (-(2**31), dtypes.int32, "(-2147483647-1)"),
         (2**63 - 1, dtypes.int64, "9223372036854775807LL"),
@@ -181,7 +183,7 @@ def test_narrow_integers_wrap_inside_expressions(dtype: DType) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Every dtype renders, compiles and computes; bfloat16 is refused
+# Every dtype renders, compiles and computes (bfloat16, stored as its bits: test_half_precision.py)
 # ---------------------------------------------------------------------------------------------------------
 
 COMPUTE_DTYPES = [d for d in dtypes.all() if d is not dtypes.bfloat16]
@@ -228,13 +230,3 @@ def test_every_dtype_but_bfloat16_compiles_and_computes() -> None:
             np.testing.assert_allclose(out, want, rtol=1e-5, err_msg=dtype.name)
         else:
             np.testing.assert_array_equal(out, want, err_msg=dtype.name)
-
-
-def test_bfloat16_is_refused_with_render_error() -> None:
-    kernel, _ = dtype_kernel(dtypes.bfloat16)
-    with pytest.raises(RenderError, match="bfloat16"):
-        render_c(kernel)
-    # also when bfloat16 appears only inside the computation
-    x = UOp.buffer(0, 4)
-    with pytest.raises(RenderError, match="bfloat16"):
-        render_c(kernel_of(x.cast(dtypes.bfloat16).cast(dtypes.float32) + 1.0))

@@ -192,3 +192,25 @@ def test_unschedulable_kernel_is_refused() -> None:
     program = linearize(sink(out.store(UOp.const(0), fine)))
     check_well_formed(program)
     assert range_at(program, 1) < range_at(program, 2) < range_at(program, 3)
+
+
+def test_half_precision_sums_accumulate_in_float32_and_round_once() -> None:
+    x = UOp.buffer(0, 4 * 64, dtypes.float16).reshape((4, 64))
+    program = linearize(kernel_of(x.sum([1]).reshape((4,)), 1))
+    (acc,) = [u for u in program if u.op is Ops.DEFINE_ACC]
+    (update,) = [u for u in program if u.op is Ops.ACCUMULATE]
+    assert acc.dtype is dtypes.float32 and update.src[1].op is Ops.CAST  # each value widened, then added
+    (store,) = [u for u in program if u.op is Ops.STORE]
+    assert store.src[2].op is Ops.CAST and store.src[2].dtype is dtypes.float16  # rounded once, at the end
+    # a maximum picks one of its inputs: it stays in float16
+    (acc,) = [u for u in linearize(kernel_of(x.reduce(Ops.MAX, [1]).reshape((4,)), 1)) if u.op is Ops.DEFINE_ACC]
+    assert acc.dtype is dtypes.float16
+
+
+def test_unrolled_half_precision_sums_chain_in_float32() -> None:
+    x = UOp.buffer(0, 4 * 64, dtypes.bfloat16).reshape((4, 64))
+    kernel = kernel_of(x.sum([1]).reshape((4,)), 1, Opts(unroll={1: 4}))
+    adds = [u for u in kernel.toposort() if u.op is Ops.ADD and u.src[0].op is Ops.CAST]
+    assert adds and all(u.dtype is dtypes.float32 for u in adds)
+    (acc,) = [u for u in linearize(kernel) if u.op is Ops.DEFINE_ACC]
+    assert acc.dtype is dtypes.float32

@@ -134,7 +134,8 @@ class dtypes:
     f16, bf16, f32, f64 = float16, bfloat16, float32, float64
 
     index = int32
-    """The type of loop indices and buffer offsets."""
+    """The type of loop indices and buffer offsets that `range_` gives by default. rangeify builds a kernel's
+    index arithmetic in int64 and narrows it to int32 only where bounds prove every value fits."""
 
     default_int = int32
     default_float = float32

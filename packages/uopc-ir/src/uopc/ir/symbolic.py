@@ -23,6 +23,7 @@ from uopc.ir.uop import (
     Ops,
     UOp,
     UOpError,
+    accumulator_dtype,
     call_body_params,
     prod,
     round_to,
@@ -693,7 +694,16 @@ def reduce_elements(r: UOp) -> UOp:
     for i, e in enumerate(elements(src)):
         idx = [0 if a in axes else v for a, v in enumerate(_unravel(i, src.shape))]
         groups.setdefault(_ravel(idx, r.shape), []).append(e)
-    return from_elements(r.shape, [_combine(op, r.scalar_dtype, groups[k]) for k in range(prod(r.shape))])
+    dtype = accumulator_dtype(op, r.scalar_dtype)
+    sums = [_combine(op, dtype, [_widen(e, dtype) for e in groups[k]]) for k in range(prod(r.shape))]
+    return from_elements(r.shape, [s.cast(r.scalar_dtype) for s in sums])
+
+
+def _widen(e: UOp, dtype: DType) -> UOp:
+    """An element in the accumulator's dtype; a constant stays a constant (float16 and bfloat16 widen exactly)."""
+    if e.dtype is dtype:
+        return e
+    return UOp.const(e.arg, dtype) if e.op is Ops.CONST else e.cast(dtype)
 
 
 def _combine(op: Ops, dtype: DType, elems: list[UOp]) -> UOp:

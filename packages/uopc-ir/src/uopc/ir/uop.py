@@ -116,6 +116,21 @@ Ops.REDUCE_OPS = frozenset({Ops.ADD, Ops.MAX, Ops.MIN, Ops.MUL})
 """The ops a reduction may combine values with."""
 
 
+# --8<-- [start:accumulator-dtype]
+def accumulator_dtype(op: Ops, dtype: DType) -> DType:
+    """The type a reduction of `dtype` values with `op` accumulates in; its result is rounded back to `dtype`.
+
+    A float16 sum of 4096 ones would stop at 2048 (2048 + 1 rounds back to 2048), so float16 and bfloat16
+    sums and products accumulate in float32, as numpy's do. A max or a min picks one of its inputs and
+    needs no wider type."""
+    if op in (Ops.ADD, Ops.MUL) and dtype in (dtypes.float16, dtypes.bfloat16):
+        return dtypes.float32
+    return dtype
+
+
+# --8<-- [end:accumulator-dtype]
+
+
 class AxisType(enum.Enum):
     """What a loop range is for; the renderer and the optimizer treat each kind differently."""
 
@@ -161,8 +176,11 @@ def round_to(dtype: DType, value: ConstValue) -> ConstValue:
     if dtype.is_int:
         v = int(value) & ((1 << dtype.bits) - 1)
         return v - (1 << dtype.bits) if dtype.kind == "int" and v > dtype.max else v
-    try:  # an int is rounded once, to the type's precision: through float64 it could be rounded twice
-        x = float(_round_int(value, _PRECISION[dtype]) if isinstance(value, int) else value)
+    # an int is rounded once, to the type's precision: through float64 it could be rounded twice. bfloat16 is
+    # the exception: every value reaches it through float32 (as in PyTorch, and in the C backend)
+    precision = _PRECISION[dtypes.float32 if dtype is dtypes.bfloat16 else dtype]
+    try:
+        x = float(_round_int(value, precision) if isinstance(value, int) else value)
     except OverflowError:
         return math.inf if value > 0 else -math.inf
     if dtype is dtypes.float64 or math.isnan(x) or math.isinf(x):

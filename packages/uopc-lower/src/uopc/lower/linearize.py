@@ -12,7 +12,7 @@ import heapq
 from collections.abc import Iterable
 from typing import Any
 
-from uopc.ir import DType, Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite, round_to, toposort
+from uopc.ir import DType, Ops, PatternMatcher, UOp, UPat, accumulator_dtype, dtypes, graph_rewrite, round_to, toposort
 
 
 class LinearizeError(RuntimeError):
@@ -67,9 +67,11 @@ def _accumulate(r: UOp, ctx: dict[str, Any]) -> UOp:
     value, reduce_ranges = r.src[0], r.src[1:]
     outer = loop_ranges(toposort(value))[value].union(*(ctx["scopes"].get(x, ()) for x in reduce_ranges))
     scope = sorted(outer - set(reduce_ranges), key=lambda x: x.arg.axis)
-    acc = UOp(Ops.DEFINE_ACC, r.dtype, (reduce_identity(r.arg, r.scalar_dtype), *scope), ctx["accs"])
+    dtype = accumulator_dtype(r.arg, r.scalar_dtype)  # float32 for a float16 sum: see accumulator_dtype
+    acc = UOp(Ops.DEFINE_ACC, dtype, (reduce_identity(r.arg, dtype), *scope), ctx["accs"])
     ctx["accs"] += 1
-    return UOp(Ops.ACCUMULATE, r.dtype, (acc, value, *reduce_ranges), r.arg).end(*reduce_ranges)
+    update = UOp(Ops.ACCUMULATE, dtype, (acc, value.cast(dtype), *reduce_ranges), r.arg)
+    return update.end(*reduce_ranges).cast(r.scalar_dtype)
 
 
 _reduces_to_accumulators = PatternMatcher([(UPat(Ops.REDUCE, name="r"), _accumulate)])

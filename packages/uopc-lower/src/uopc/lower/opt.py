@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from uopc.ir import AxisType, Ops, UOp, range_, simplify, sink, substitute
+from uopc.ir import AxisType, Ops, UOp, accumulator_dtype, range_, simplify, sink, substitute
 from uopc.ir.symbolic import linear_terms
 from uopc.ir.uop import prod
 from uopc.lower.rangeify import LowerError
@@ -42,7 +42,7 @@ def _split(r: UOp, n: int, what: str) -> UOp:
     size = r.src[0].arg
     if n < 1 or size % n:
         raise LowerError(f"opt: cannot {what} axis {r.arg.axis} of size {size} by {n}; use a divisor of {size}")
-    return range_(size // n, r.arg.axis, r.arg.kind)
+    return range_(UOp.const(size // n, r.scalar_dtype), r.arg.axis, r.arg.kind)  # in the kernel's index type
 
 
 # --8<-- [start:upcast]
@@ -79,12 +79,14 @@ def unroll(kernel: UOp, axis: int, n: int) -> UOp:
     for red in kernel.toposort():
         if red.op is Ops.REDUCE and r in red.src[1:]:
             index = outer * n if outer.src[0].arg > 1 else UOp.const(0, r.scalar_dtype)
-            copies = [substitute(red.src[0], {r: index + k}) for k in range(n)]
+            dtype = accumulator_dtype(red.arg, red.scalar_dtype)  # the chain adds as the accumulator would
+            copies = [substitute(red.src[0], {r: index + k}).cast(dtype) for k in range(n)]
             value = copies[0]
             for c in copies[1:]:
-                value = UOp(red.arg, value.dtype, (value, c))
+                value = UOp(red.arg, dtype, (value, c))
             ranges = [outer if x is r else x for x in red.src[1:] if x is not r or outer.src[0].arg > 1]
-            new[red] = UOp(Ops.REDUCE, red.dtype, (value, *ranges), red.arg) if ranges else value
+            combined = UOp(Ops.REDUCE, dtype, (value, *ranges), red.arg) if ranges else value
+            new[red] = combined.cast(red.scalar_dtype)
     return simplify(substitute(kernel, new))
 
 

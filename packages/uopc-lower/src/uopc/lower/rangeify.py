@@ -25,8 +25,11 @@ from uopc.ir import (
     round_to,
     simplify,
     sink,
+    toposort,
+    vmax,
+    vmin,
 )
-from uopc.ir.symbolic import inline_call
+from uopc.ir.symbolic import inline_call, never_wraps
 from uopc.ir.uop import prod
 
 Index = tuple[UOp, ...]
@@ -39,8 +42,8 @@ class LowerError(UOpError):
 
 # --8<-- [start:flat-index]
 def flat_index(idx: Index, shape: Sequence[int]) -> UOp:
-    """The row-major offset of element `idx` of an array of `shape`."""
-    flat = UOp.const(0, dtypes.index)
+    """The row-major offset of element `idx` of an array of `shape`, in the integer type of `idx`."""
+    flat = UOp.const(0, idx[0].scalar_dtype if idx else WIDE_INDEX)
     for i, s in zip(idx, shape, strict=True):
         flat = flat * s + i
     return simplify(flat)
@@ -52,7 +55,7 @@ def unflat_index(flat: UOp, shape: Sequence[int]) -> Index:
     stride = prod(shape)
     for s in shape:
         stride //= s
-        out.append(simplify((flat // stride) % s) if s > 1 else UOp.const(0, dtypes.index))
+        out.append(simplify((flat // stride) % s) if s > 1 else flat.const_like(0))
     return tuple(out)
 
 
@@ -68,7 +71,7 @@ def source_index(m: UOp, idx: Index, valid: UOp) -> tuple[Index, UOp]:
     if m.op is Ops.PERMUTE:
         return tuple(idx[arg.index(a)] for a in range(len(shape))), valid
     if m.op is Ops.EXPAND:
-        return tuple(UOp.const(0, dtypes.index) if s == 1 else i for i, s in zip(idx, shape, strict=True)), valid
+        return tuple(i.const_like(0) if s == 1 else i for i, s in zip(idx, shape, strict=True)), valid
     if m.op is Ops.SHRINK:
         return tuple(simplify(i + b) for i, (b, _) in zip(idx, arg, strict=True)), valid
     if m.op is Ops.FLIP:
@@ -121,9 +124,9 @@ class Rangeify:
 
     def new_range(self, size: int) -> UOp:
         if size == 1:
-            return UOp.const(0, dtypes.index)
+            return UOp.const(0, WIDE_INDEX)
         self.next_axis += 1
-        return range_(size, self.next_axis - 1, AxisType.REDUCE)
+        return range_(UOp.const(size, WIDE_INDEX), self.next_axis - 1, AxisType.REDUCE)
 
     # --8<-- [start:rangeify-build]
     def build(self, job: Job, srcs: list[UOp]) -> UOp:
@@ -190,6 +193,68 @@ def _select(i: UOp, values: list[UOp]) -> UOp:
 _inline_calls = PatternMatcher([(UPat(Ops.CALL, name="c"), inline_call)])
 
 
+# --8<-- [start:index-types]
+WIDE_INDEX = dtypes.int64
+"""The type index arithmetic is built in: wide enough that no index of a view within MAX_VIEW_ELEMENTS wraps."""
+I32 = dtypes.int32
+
+MAX_VIEW_ELEMENTS = 2**48
+"""The most elements any shape in a kernel may have. Index expressions are sums of at most a few terms per
+axis, each no larger than a view's element count, so below this limit no index value nor any constant
+folded while simplifying one comes near 2**63."""
+
+
+def check_view_sizes(values: Sequence[UOp]) -> None:
+    """Refuse a graph holding a shape so large that its index arithmetic could wrap even in int64."""
+    for u in toposort(sink(*values)):
+        if u.size > MAX_VIEW_ELEMENTS:
+            raise LowerError(
+                f"rangeify: {u.op.name} {u.dtype.name}{u.shape} has {u.size} elements; "
+                f"kernels take views of at most {MAX_VIEW_ELEMENTS} (2**48) elements"
+            )
+
+
+def index_nodes(kernel: UOp) -> list[UOp]:
+    """The loop indices and the integer arithmetic computed from them alone: loop bounds and offsets."""
+    found: set[UOp] = set()
+    for u in toposort(kernel):
+        from_loops = any(s in found for s in u.src) and all(s in found or s.op is Ops.CONST for s in u.src)
+        if u.op is Ops.RANGE or (u.op in Ops.ALU and u.scalar_dtype.is_int and from_loops):
+            found.add(u)
+    return [u for u in toposort(kernel) if u in found]
+
+
+def narrow_indices(kernel: UOp) -> UOp:
+    """The kernel with its index arithmetic in int32 where bounds prove that every index value, loop bound and
+    constant in it fits; otherwise as it is, in int64. Raises when an index may wrap even in int64."""
+    indices = index_nodes(kernel)
+    unproven = next((u for u in indices if not never_wraps(u)), None)
+    if unproven is not None:
+        raise LowerError(f"rangeify: cannot prove that an index ({unproven.op.name}) stays inside int64")
+    is_index = set(indices)
+
+    def offsets(u: UOp) -> list[int]:
+        """Which sources of u are integer constants that take part in index arithmetic."""
+        if u in is_index or (u.op in Ops.ALU and any(s in is_index for s in u.src)):
+            return [k for k, s in enumerate(u.src) if s.op is Ops.CONST]
+        return [1] if u.op in (Ops.LOAD, Ops.STORE) and u.src[1].op is Ops.CONST else []
+
+    nodes = toposort(kernel)
+    consts = [u.src[k] for u in nodes for k in offsets(u)]
+    if any(not (I32.min <= vmin(u) and vmax(u) <= I32.max) for u in indices + consts):
+        return kernel
+    new: dict[UOp, UOp] = {}
+    for u in nodes:
+        src = [new.get(s, s) for s in u.src]
+        for k in offsets(u):
+            src[k] = UOp.const(u.src[k].arg, I32)
+        new[u] = UOp(u.op, I32 if u in is_index else u.dtype, tuple(src), u.arg)
+    return new[kernel]
+
+
+# --8<-- [end:index-types]
+
+
 # --8<-- [start:rangeify]
 def rangeify(outputs: Sequence[tuple[UOp, UOp]]) -> UOp:
     """The kernel that writes each shaped `value` into its `destination` BUFFER: `[(destination, value), ...]`.
@@ -206,7 +271,8 @@ def rangeify(outputs: Sequence[tuple[UOp, UOp]]) -> UOp:
                 f"rangeify: destination {dest.op.name} {dest.dtype.name} of size "
                 f"{dest.arg.size if dest.op is Ops.BUFFER else '?'} cannot hold {value.dtype.name}{shape}"
             )
-    loops = [range_(s, a) if s > 1 else UOp.const(0, dtypes.index) for a, s in enumerate(shape)]
+    check_view_sizes([v for _, v in outputs])
+    loops = [range_(UOp.const(s, WIDE_INDEX), a) if s > 1 else UOp.const(0, WIDE_INDEX) for a, s in enumerate(shape)]
     ranges = [r for r in loops if r.op is Ops.RANGE]
     lowering = Rangeify(first_reduce_axis=len(shape))
     stores = []
@@ -216,7 +282,7 @@ def rangeify(outputs: Sequence[tuple[UOp, UOp]]) -> UOp:
             flat_index(tuple(loops), shape), lowering.lower(graph_rewrite(value, _inline_calls), tuple(loops))
         )
         stores.append(store.end(*ranges) if ranges else store)
-    return simplify(sink(*stores))
+    return narrow_indices(simplify(sink(*stores)))
 
 
 # --8<-- [end:rangeify]

@@ -283,7 +283,9 @@ class Tensor:
         return self
 
     def numpy(self) -> np.ndarray[Any, Any]:
-        """The value as a numpy array (a copy)."""
+        """The value as a numpy array (a copy). numpy has no bfloat16: bfloat16 comes out as float32 (exact)."""
+        if self.dtype is dtypes.bfloat16:
+            return self.cast(dtypes.float32).numpy()
         self.realize()
         backend = get_backend(self.device)
         value = COMPUTED.get(self.uop, self.uop)
@@ -1216,8 +1218,6 @@ def _constant(value: Scalar, dt: DType, op: str) -> Scalar:
 
 def _numpy_dtype(data: Any, dtype: DType | None) -> tuple[np.ndarray[Any, Any], DType]:
     """The data as a numpy array of the tensor's dtype: `dtype`, or the data's own."""
-    if dtype is dtypes.bfloat16:
-        raise TensorError("Tensor: numpy has no bfloat16, so data cannot be given in it; cast a float32 tensor")
     try:
         arr = np.asarray(data)
     except ValueError as e:  # ragged nested lists
@@ -1270,6 +1270,8 @@ def _fitted(arr: np.ndarray[Any, Any], dt: DType) -> np.ndarray[Any, Any]:
 
 
 def _buffer_from(data: Any, dtype: DType | None, device: str) -> UOp:
+    if dtype is dtypes.bfloat16:  # numpy has no bfloat16: the data becomes float32, and a kernel rounds it
+        return _buffer_from(data, dtypes.float32, device).cast(dtypes.bfloat16)
     arr, dt = _numpy_dtype(data, dtype)
     buf = new_buffer(get_backend(device).from_numpy(arr), dt)
     return buf.reshape(arr.shape) if arr.shape != (arr.size,) else buf

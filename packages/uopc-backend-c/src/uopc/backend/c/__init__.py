@@ -2,7 +2,7 @@
 
 from uopc.backend.c.backend import CBackend, CExecutable, batch_source
 from uopc.backend.c.compiler import DEFAULT_CFLAGS, CacheError, CompileError, build_library
-from uopc.backend.c.program import ArgumentError, Program
+from uopc.backend.c.program import ArgumentError, Program, numpy_dtype
 from uopc.backend.c.render import RenderError, c_literal, render_c, render_kernel
 
 __version__ = "0.1.0"
@@ -19,6 +19,7 @@ __all__ = [
     "batch_source",
     "build_library",
     "c_literal",
+    "numpy_dtype",
     "render_c",
     "render_kernel",
 ]

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from uopc.backend.c.program import ArgumentError, CParam, check_arrays, load_built
+from uopc.backend.c.program import ArgumentError, CParam, check_arrays, load_built, numpy_dtype
 from uopc.backend.c.render import C_PRELUDE, render_c, render_kernel
 from uopc.ir import DType
 from uopc.lower import Kernel, Step
@@ -148,11 +148,18 @@ class CBackend:
     def compile(self, kernels: Sequence[Kernel], steps: Sequence[Step]) -> CExecutable:
         return CExecutable(kernels, steps)
 
+    # --8<-- [start:c-buffers]
+    # Buffers are flat numpy arrays. numpy has no bfloat16, so a bfloat16 buffer is a uint16 array holding
+    # the bit patterns (numpy_dtype): from_numpy takes such an array as it is, and to_numpy returns it as it
+    # is; the Tensor library converts to and from float32 with kernels (a cast), so no bit pattern is ever
+    # made outside the C code that rounds.
     def allocate(self, dtype: DType, size: int) -> np.ndarray[Any, Any]:
-        return np.empty(size, dtype=np.dtype(dtype.np_name))
+        return np.empty(size, dtype=numpy_dtype(dtype))
 
     def from_numpy(self, array: Any) -> np.ndarray[Any, Any]:
         return np.array(array, order="C", copy=True).reshape(-1)
 
     def to_numpy(self, buffer: Any) -> np.ndarray[Any, Any]:
         return np.asarray(buffer)
+
+    # --8<-- [end:c-buffers]

@@ -35,8 +35,18 @@ class CParam:
     const: bool
 
 
+# --8<-- [start:numpy-dtype]
+def numpy_dtype(dtype: DType) -> np.dtype[Any]:
+    """The numpy dtype of a buffer of `dtype`. numpy has no bfloat16: a bfloat16 buffer is a uint16 array of
+    bit patterns, each the top half of the float32 with the same value (the C side stores exactly that)."""
+    return np.dtype(np.uint16) if dtype is dtypes.bfloat16 else np.dtype(dtype.np_name)
+
+
+# --8<-- [end:numpy-dtype]
+
+
 # --8<-- [start:parse-signature]
-_C_TYPES = {d.c_name: d for d in dtypes.all() if d is not dtypes.bfloat16}
+_C_TYPES = {d.c_name: d for d in dtypes.all() if d is not dtypes.bfloat16}  # bfloat16 is declared as its bits
 _PARAM = re.compile(r"^\s*(const\s+)?([a-zA-Z_][\w ]*?)\s+(\w+)\s*\[\s*restrict\s+static\s+(\d+)\s*\]\s*$")
 
 
@@ -69,8 +79,10 @@ def check_arrays(fn: str, params: Sequence[CParam], arrays: Sequence[Any]) -> No
         if not isinstance(a, np.ndarray):
             raise ArgumentError(f"{fn}: {p.name} must be a numpy array, got {type(a).__name__}")
         problem = None
-        if a.dtype != np.dtype(p.dtype.np_name):
-            problem = f"dtype {a.dtype}, expected {p.dtype.np_name}"
+        if a.dtype != numpy_dtype(p.dtype):
+            problem = f"dtype {a.dtype}, expected {numpy_dtype(p.dtype)}"
+            if p.dtype is dtypes.bfloat16:
+                problem += " (the bit patterns of bfloat16 values)"
         elif a.size != p.size:
             problem = f"{a.size} elements (shape {a.shape}), expected {p.size}"
         elif not a.flags.c_contiguous:

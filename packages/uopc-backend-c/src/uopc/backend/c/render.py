@@ -10,13 +10,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from uopc.ir import AxisType, DType, Ops, UOp, dtypes, vmin
+from uopc.ir import AxisType, DType, Ops, UOp, dtypes, vmax, vmin
+from uopc.ir.symbolic import linear_terms
 from uopc.lower import Kernel, Param
 from uopc.lower.opt import reduce_strides
 
 
 class RenderError(ValueError):
-    """A kernel the C renderer cannot express, such as one computing in bfloat16."""
+    """A kernel the C renderer cannot express, such as one using an op it has no rule for."""
+
+
+_FLOAT_VALUED = (dtypes.float32, dtypes.bfloat16)  # C float holds their values (see c_type)
 
 
 # --8<-- [start:c-literal]
@@ -28,8 +32,9 @@ def c_literal(value: bool | int | float, dtype: DType) -> str:
         v = float(value)
         text = "NAN" if math.isnan(v) else ("INFINITY" if v > 0 else "(-INFINITY)") if math.isinf(v) else repr(v)
         if not math.isfinite(v):
-            return text if dtype is dtypes.float32 else f"(({dtype.c_name}){text})"
-        literal = {dtypes.float32: f"{text}f", dtypes.float64: text}.get(dtype, f"(({dtype.c_name}){text}f)")
+            return text if dtype in _FLOAT_VALUED else f"(({dtype.c_name}){text})"
+        literal = f"{text}f" if dtype in _FLOAT_VALUED else f"(({dtype.c_name}){text}f)"
+        literal = text if dtype is dtypes.float64 else literal
         return f"({literal})" if literal.startswith("-") else literal  # `x - -1.5f` must not read as `x--1.5f`
     suffix = {dtypes.int64: "LL", dtypes.uint32: "u", dtypes.uint64: "ull"}.get(dtype, "")
     if value == dtype.min and dtype.kind == "int":  # -2147483648 is the negation of a too-large literal in C
@@ -44,7 +49,7 @@ def _math(name: str) -> Callable[[list[str], DType], str]:
     def render(a: list[str], dt: DType) -> str:
         if dt is dtypes.float64:
             return f"{name}({', '.join(a)})"
-        if dt is dtypes.float32:
+        if dt in _FLOAT_VALUED:  # a bfloat16 result is rounded by the caller (_CWriter.alu)
             return f"{name}f({', '.join(a)})"
         args = ", ".join(f"(float){x}" for x in a)  # float16: compute in float, round back
         return f"(({dt.c_name}){name}f({args}))"
@@ -116,20 +121,52 @@ def c_helper(kind: str, dt: DType) -> str:
 # --8<-- [end:c-helpers]
 
 
+# --8<-- [start:bfloat16]
 def c_type(dt: DType) -> str:
-    if dt is dtypes.bfloat16:
-        raise RenderError("the C backend does not compute in bfloat16; cast to float32 first")
-    return dt.c_name
+    """The C type of a value of `dt`. C has no portable bfloat16 arithmetic, so a bfloat16 value is a float
+    that holds a bfloat16 number exactly: loads widen it, and every op that can leave bfloat16 rounds its
+    result back (bf16_round), as float16 ops compute in float and round back."""
+    return "float" if dt is dtypes.bfloat16 else dt.c_name
+
+
+def c_storage_type(dt: DType) -> str:
+    """The C type of an element of a buffer: a bfloat16 is stored as its 16 bits, the top half of a float."""
+    return "unsigned short" if dt is dtypes.bfloat16 else dt.c_name
+
+
+_EXACT_IN_BFLOAT16 = (Ops.NEG, Ops.MAX, Ops.MIN, Ops.WHERE)  # they return one of their bfloat16 operands
+
+BF16_HELPERS = {
+    "bf16_round": "static inline float bf16_round(float x) { union { float f; unsigned int u; } v = { x }; "
+    "if (x != x) v.u |= 0x400000u; else v.u += 0x7fffu + ((v.u >> 16) & 1u); "  # nan stays nan; ties to even
+    "v.u &= 0xffff0000u; return v.f; }",
+    "bf16_load": "static inline float bf16_load(unsigned short b) { union { unsigned int u; float f; } v = "
+    "{ (unsigned int)b << 16 }; return v.f; }",
+    "bf16_store": "static inline unsigned short bf16_store(float x) { union { float f; unsigned int u; } v = "
+    "{ bf16_round(x) }; return (unsigned short)(v.u >> 16); }",
+}
+
+
+# --8<-- [end:bfloat16]
 
 
 # --8<-- [start:param-decl]
 def param_decl(p: Param, written: bool) -> str:
     """`float data0[restrict static 6]`: the size in the signature documents it and lets Program check it."""
     const = "" if written else "const "
-    return f"{const}{c_type(p.dtype)} {p.name}[restrict static {p.size}]"
+    return f"{const}{c_storage_type(p.dtype)} {p.name}[restrict static {p.size}]"
 
 
 # --8<-- [end:param-decl]
+
+
+SIMD_MIN_TRIPS = 32  # iterations a reduce loop needs before vector lanes pay for their final sums
+
+
+def _contiguous_along(r: UOp, index: UOp) -> bool:
+    """Whether a load at `index` moves by at most one element per iteration of loop r."""
+    terms, _ = linear_terms(index)
+    return terms.get(r, 0) in (0, 1) and not any(r in t.toposort() for t in terms if t is not r)
 
 
 _WIDENED = (Ops.NEG, Ops.ADD, Ops.SUB, Ops.MUL)  # the ops whose result can leave a narrow integer type's range
@@ -138,8 +175,8 @@ _WIDENED = (Ops.NEG, Ops.ADD, Ops.SUB, Ops.MUL)  # the ops whose result can leav
 class _CWriter:
     """Walks a linearized program once, naming values and writing lines."""
 
-    def __init__(self, program: list[UOp]) -> None:
-        self.program = program
+    def __init__(self, program: list[UOp], vectorize_sums: bool = True) -> None:
+        self.program, self.vectorize_sums = program, vectorize_sums
         self.expr: dict[UOp, str] = {}
         self.lines: list[str] = []
         self.helpers: dict[str, str] = {}
@@ -147,9 +184,11 @@ class _CWriter:
         self.depth = 1
         self.block: dict[UOp, UOp | None] = {}
         self.users: dict[UOp, list[UOp]] = {}
+        self.inside: dict[UOp | None, list[UOp]] = {}  # loop -> the nodes of its own block
         open_loops: list[UOp] = []
         for u in program:
             self.block[u] = open_loops[-1] if open_loops else None
+            self.inside.setdefault(self.block[u], []).append(u)
             if u.op is Ops.RANGE:
                 open_loops.append(u)
             elif u.op is Ops.ENDRANGE:
@@ -187,7 +226,13 @@ class _CWriter:
             # C computes 8- and 16-bit integers in int: the cast wraps the result at the type's width, as the
             # IR does, also where the expression is inlined into a comparison or a division
             return f"(({c_type(dt)}){C_OPS[u.op](operands, dt)})"
+        if u.dtype is dtypes.bfloat16 and u.op not in _EXACT_IN_BFLOAT16:
+            return self.bf16_round(C_OPS[u.op](operands, dt))
         return C_OPS[u.op](operands, dt)
+
+    def bf16_round(self, text: str) -> str:
+        self.helpers["bf16_round"] = BF16_HELPERS["bf16_round"]
+        return f"bf16_round({text})"
 
     # --8<-- [end:c-alu]
 
@@ -217,22 +262,29 @@ class _CWriter:
         elif u.op is Ops.LOAD:
             ptr, idx = self.expr[u.src[0]], self.expr[u.src[1]]
             read = f"{ptr}[{idx}]"
+            if u.dtype is dtypes.bfloat16:
+                self.helpers["bf16_load"] = BF16_HELPERS["bf16_load"]
+                read = f"bf16_load({read})"
             if len(u.src) == 3:
                 read = f"{self.expr[u.src[2]]} ? {read} : {c_literal(0, u.scalar_dtype)}"
             self.value(u, read, "val")
         elif u.op is Ops.STORE:
-            self.line(f"{self.expr[u.src[0]]}[{self.expr[u.src[1]]}] = {self.expr[u.src[2]]};")
+            value = self.expr[u.src[2]]
+            if u.src[2].dtype is dtypes.bfloat16:
+                self.helpers |= {k: BF16_HELPERS[k] for k in ("bf16_round", "bf16_store")}
+                value = f"bf16_store({value})"
+            self.line(f"{self.expr[u.src[0]]}[{self.expr[u.src[1]]}] = {value};")
         elif u.op is Ops.DEFINE_ACC:
             self.value(u, self.expr[u.src[0]], "acc")
         elif u.op is Ops.ACCUMULATE:
-            acc = self.expr[u.src[0]]
-            self.line(f"{acc} = {self.alu(UOp(u.arg, u.dtype, (u.src[0], u.src[1])))};")
+            self.line(f"{self.expr[u.src[0]]} = {self.alu(UOp(u.arg, u.dtype, (u.src[0], u.src[1])))};")
         elif u.op is Ops.END:
             if u.src[0].op is not Ops.STORE:
                 self.expr[u] = self.expr[u.src[0].src[0]] if u.src[0].op is Ops.ACCUMULATE else self.expr[u.src[0]]
         elif u.op is Ops.CAST:
             to, x = u.scalar_dtype, self.expr[u.src[0]]
-            self.value(u, f"({x}!=0)" if to.is_bool else f"(({c_type(to)}){x})", "alu")
+            text = f"({x}!=0)" if to.is_bool else f"(({c_type(to)}){x})"
+            self.value(u, self.bf16_round(text) if to is dtypes.bfloat16 else text, "alu")
         elif u.op in C_OPS:
             self.value(u, self.alu(u), "alu")
         else:
@@ -243,33 +295,98 @@ class _CWriter:
         name = f"{prefix}{r.arg.axis}"
         if r.arg.kind is AxisType.THREAD:
             self.line("#pragma omp parallel for")
-        self.line(f"for (int {name} = 0; {name} < {self.expr[r.src[0]]}; {name}++) {{")
+        sums = self.simd_sums(r)
+        if sums:
+            self.line(f"#pragma omp simd reduction(+:{', '.join(sums)})")
+        self.line(f"for ({c_type(r.scalar_dtype)} {name} = 0; {name} < {self.expr[r.src[0]]}; {name}++) {{")
         self.expr[r] = name
         self.depth += 1
 
     # --8<-- [end:c-statement]
 
+    # --8<-- [start:fp-opt-ins]
+    # The C is compiled with IEEE float semantics (compiler.py). Two reorderings are granted here, each only
+    # where it changes nothing but the rounding of a sum, whose order uopc never promised:
+    #
+    # - A reduce loop whose accumulators are all sums gets `#pragma omp simd reduction(+: ...)`: gcc may
+    #   split each sum into one partial sum per vector lane and add the lanes at the end, as numpy's pairwise
+    #   sum splits a sum into eight. Only the listed accumulators are reordered; every other expression in
+    #   the loop keeps its IEEE meaning (x * 0.0 stays nan for an infinite x). A loop that holds a max, a min,
+    #   a product or another loop gets no pragma, and keeps the order the loop says. Nor does a loop whose
+    #   loads stride through memory: vector lanes would gather scattered elements, eight times slower than
+    #   what gcc does alone (it vectorizes the loop around it, or the register tile). Nor a short loop: it
+    #   is mostly the lanes' final sums, and OpenMP's lowering of a 64-accumulator tile doubled the time gcc
+    #   took to build an MLP step's kernels, whose reduce loops over 10 classes gained nothing from it.
+    # - A kernel whose float products are all added into accumulators (acc + a * b, as in a matmul) may
+    #   fuse each product into its sum: one fused multiply-add, one rounding instead of two, as the FMA
+    #   instructions of numpy's matmul (BLAS) do (fused_products, below). inf and nan come out as unfused;
+    #   only a product that overflows on its own while acc cancels it comes out finite, the exact answer.
+    def simd_sums(self, r: UOp) -> list[str]:
+        """The accumulators a reduce loop may split into vector lanes; none when it must keep its order."""
+        inside = self.inside.get(r, [])
+        updates = [u for u in inside if u.op is Ops.ACCUMULATE]
+        if not self.vectorize_sums or r.arg.kind is not AxisType.REDUCE or any(u.op is Ops.RANGE for u in inside):
+            return []
+        if not updates or any(u.arg is not Ops.ADD for u in updates) or vmax(r.src[0]) < SIMD_MIN_TRIPS:
+            return []
+        if not all(_contiguous_along(r, u.src[1]) for u in inside if u.op is Ops.LOAD):
+            return []
+        return [self.expr[u.src[0]] for u in updates]
+
+    # --8<-- [end:fp-opt-ins]
+
 
 # --8<-- [start:render-c]
 def render_kernel(kernel: Kernel) -> tuple[str, dict[str, str]]:
     """A kernel's C function, and the helpers it calls (by name, so a batch defines each once)."""
-    w = _CWriter(kernel.program)
+    w = _CWriter(kernel.program, vectorize_sums=not no_loop_vectorize(kernel))
     for u in kernel.program:
         w.statement(u)
     params = ", ".join(param_decl(p, p.slot in kernel.written) for p in kernel.params)
     return "\n".join([f"{_attributes(kernel)}void {kernel.name}({params}) {{", *w.lines, "}"]), w.helpers
 
 
-# --8<-- [start:no-loop-vectorize]
 def _attributes(kernel: Kernel) -> str:
-    """gcc, allowed to reassociate, vectorizes a reduce loop even when its loads stride through memory,
-    building each vector from scattered elements: ten times slower than vectorizing the register tile
-    (notes 31). Kernels with a register tile (several accumulators, straight-line code to vectorize) ask
-    gcc to vectorize that code only; without a tile, the reduce loop is all there is to vectorize."""
+    """The per-kernel options gcc gets on top of the flags, as a function attribute."""
+    options = []
+    if no_loop_vectorize(kernel):
+        options.append("no-tree-loop-vectorize")
+    if fused_products(kernel):
+        options.append("fp-contract=fast")
+    quoted = ", ".join(f'"{o}"' for o in options)
+    return f"__attribute__((optimize({quoted}))) " if options else ""
+
+
+# --8<-- [start:fused-products]
+def fused_products(kernel: Kernel) -> bool:
+    """Whether the kernel may fuse multiplies into adds (-ffp-contract=fast): only where every float product
+    in it is added into an accumulator and used for nothing else, so the only fusions are acc + a * b.
+
+    gcc vectorizes the fused register tile better from `acc + a * b` than from explicit fmaf calls (a 4 x 4
+    tile of the MLP's weight gradient lost a quarter of its vectors), so the fusing is left to gcc and the
+    kernel, as a whole, is what opts in."""
+    users: dict[UOp, list[UOp]] = {}
+    for u in kernel.program:
+        for s in u.src:
+            users.setdefault(s, []).append(u)
+    products = [u for u in kernel.program if u.op is Ops.MUL and u.scalar_dtype.is_float]
+    into_sums = all(v.op is Ops.ACCUMULATE and v.arg is Ops.ADD and v.src[1] is p for p in products for v in users[p])
+    return bool(products) and into_sums
+
+
+# --8<-- [end:fused-products]
+
+
+# --8<-- [start:no-loop-vectorize]
+def no_loop_vectorize(kernel: Kernel) -> bool:
+    """Whether gcc must leave the kernel's loops unvectorized. Where gcc may split a sum into vector lanes
+    (an integer sum always, a float sum where simd_sums grants it), it vectorizes a reduce loop even when
+    its loads stride through memory, building each vector from scattered elements: ten times slower than
+    vectorizing the register tile (notes 31). Kernels with a register tile (several accumulators,
+    straight-line code to vectorize) ask gcc to vectorize that code only; without a tile, the reduce loop
+    is all there is to vectorize."""
     tile = sum(1 for u in kernel.ast.toposort() if u.op is Ops.REDUCE)
-    if tile >= 4 and any(reduce_strides(kernel.ast)):
-        return '__attribute__((optimize("no-tree-loop-vectorize"))) '
-    return ""
+    return tile >= 4 and any(reduce_strides(kernel.ast))
 
 
 # --8<-- [end:no-loop-vectorize]
