@@ -47,7 +47,7 @@ def stale_outputs() -> dict[str, str]:
 
 def flag_stale(markdown: str, stale: dict[str, str]) -> str:
     """The page with a warning on top for each stale output it shows or quotes, so a reader sees it."""
-    shown = [name for name in stale if f"outputs/{name}" in markdown or re.search(rf"out\s+{re.escape(name)}", markdown)]
+    shown = [n for n in stale if f"outputs/{n}" in markdown or re.search(rf"out\s+{re.escape(n)}", markdown)]
     notes = [
         f'!!! warning "Measured on older code: {name}"\n    {stale[name]}. The figures from this file may not '
         f"describe the code as it is now.\n"
