@@ -373,6 +373,15 @@ def in_int_range(a: Array) -> Array:
     return np.where(np.isfinite(a) & (np.abs(a.astype(np.float64)) < 2.0**31), a, 0).astype(a.dtype)
 
 
+def finite(a: Array) -> Array:
+    """torch's exact gelu is NaN at +inf in float16 and float32 (inf in float64), and its gradient NaN at
+    +-inf in every dtype; uopc gives gelu(inf) = inf and the limits of the gradient, 1 and 0. Infinities
+    are left out (NaN stays)."""
+    if not is_float(a):
+        return a
+    return np.where(np.isinf(a), np.sign(a) * 8, a).astype(a.dtype)
+
+
 # ---- elementwise ops of one tensor, and of a tensor with a Python scalar on either side ----
 
 
@@ -395,7 +404,8 @@ UNARY = [
     same("sigmoid", lambda x: x.sigmoid(), NUMBERS, composite=True),
     same("tanh", lambda x: x.tanh(), NUMBERS, composite=True),
     same("relu", lambda x: x.relu(), NUMBERS, exact=True),
-    Op("gelu", Tensor.gelu, lambda x: F.gelu(x, approximate="tanh"), FLOATS, composite=True),
+    Op("gelu", Tensor.gelu, F.gelu, FLOATS, composite=True, domain=finite),
+    Op("gelu tanh", lambda x: x.gelu("tanh"), lambda x: F.gelu(x, approximate="tanh"), FLOATS, composite=True),
     Op("silu", Tensor.silu, F.silu, FLOATS, composite=True),
     same("isnan", lambda x: x.isnan(), exact=True),
     same("logical_not", lambda x: x.logical_not(), exact=True),
@@ -412,6 +422,31 @@ UNARY = [
     same("pow 2.5", lambda x: x**2.5, FLOATS),
     same("rpow 2", lambda x: 2**x, NUMBERS),
     same("rpow 0.5", lambda x: 0.5**x, NUMBERS),
+    # rounding: exact, signs of zeros included; no gradient on either side (torch's is 0)
+    same("trunc", lambda x: x.trunc(), NUMBERS, exact=True, signed_zero=True),
+    same("floor", lambda x: x.floor(), NUMBERS, exact=True, signed_zero=True),
+    same("ceil", lambda x: x.ceil(), NUMBERS, exact=True, signed_zero=True),
+    same("round", lambda x: x.round(), NUMBERS, exact=True, signed_zero=True),
+    same("log2", lambda x: x.log2(), NUMBERS),
+    same("exp2", lambda x: x.exp2(), NUMBERS),
+    same("isinf", lambda x: x.isinf(), exact=True),
+    same("isfinite", lambda x: x.isfinite(), exact=True),
+    same("erf", lambda x: x.erf(), NUMBERS, composite=True, signed_zero=True),
+    Op("leaky_relu", lambda x: x.leaky_relu(0.1), lambda x: F.leaky_relu(x, 0.1), FLOATS, signed_zero=True),
+    Op("elu", Tensor.elu, F.elu, FLOATS, composite=True),
+    Op("elu 0.5", lambda x: x.elu(0.5), lambda x: F.elu(x, 0.5), FLOATS, composite=True),
+    Op("softplus", Tensor.softplus, F.softplus, FLOATS, composite=True),
+    Op("softplus 2 5", lambda x: x.softplus(2.0, 5.0), lambda x: F.softplus(x, 2.0, 5.0), FLOATS, composite=True),
+    Op("relu6", Tensor.relu6, F.relu6, FLOATS, exact=True),
+    Op("hardswish", Tensor.hardswish, F.hardswish, FLOATS, composite=True),
+    # the method names of the operators and casts
+    same("neg method", lambda x: x.neg(), NUMBERS, exact=True, signed_zero=True),
+    same("pow method", lambda x: x.pow(2), NUMBERS),
+    same("int", lambda x: x.int(), exact=True, domain=in_int_range),
+    same("long", lambda x: x.long(), exact=True, domain=in_int_range),
+    same("half", lambda x: x.half(), exact=True, signed_zero=True),
+    same("double", lambda x: x.double(), exact=True, signed_zero=True),
+    same("bool", lambda x: x.bool(), exact=True),
 ]
 
 SCALAR = [
@@ -441,6 +476,18 @@ SCALAR = [
     same("mod 3", lambda x: x % 3, INTS, exact=True),
     same("mod -2", lambda x: x % -2, INTS, exact=True),
     Op("where 0.5", lambda x: (x > 0).where(x, 0.5), lambda x: torch.where(x > 0, x, 0.5), NUMBERS, exact=True),
+    same("add method", lambda x: x.add(1.5), signed_zero=True),
+    same("add alpha", lambda x: x.add(x, alpha=2), NUMBERS, signed_zero=True),
+    same("sub alpha", lambda x: x.sub(1, alpha=3), NUMBERS, signed_zero=True),
+    same("mul method", lambda x: x.mul(-2), NUMBERS, signed_zero=True),
+    same("div method", lambda x: x.div(4.0), signed_zero=True),
+    same("clip", lambda x: x.clip(-1.5, 2.0), FLOATS, exact=True, signed_zero=True),
+    same("clamp ints", lambda x: x.clamp(-1, 2), NUMBERS, exact=True, signed_zero=True),
+    same("clip min", lambda x: x.clip(min=0.5), FLOATS, exact=True, signed_zero=True),
+    same("clip max", lambda x: x.clip(max=0), NUMBERS, exact=True, signed_zero=True),
+    same("clip min > max", lambda x: x.clip(1, -1), NUMBERS, exact=True, signed_zero=True),
+    same("clip nan", lambda x: x.clip(0.0, float("nan")), FLOATS, exact=True),
+    same("masked_fill", lambda x: x.masked_fill(x > 0, 2), NUMBERS, exact=True, signed_zero=True),
 ]
 
 UNARY_SHAPES: list[Shape] = [(), (7,), (2, 3)]
@@ -540,6 +587,8 @@ def reductions(axis: Axis, keep: bool, ndim: int) -> list[Op]:
             domain=no_absorption,
             **stats,
         ),
+        Op("any", lambda x: x.any(axis, keep), lambda x: x.any(dims, keepdim=keep), exact=True),
+        Op("all", lambda x: x.all(axis, keep), lambda x: x.all(dims, keepdim=keep), exact=True),
     ]
 
     def moment(name: str, c: int) -> Op:
@@ -553,11 +602,13 @@ def reductions(axis: Axis, keep: bool, ndim: int) -> list[Op]:
             same("log_softmax", lambda x: x.log_softmax(axis), FLOATS, **stats),
             same("argmax", lambda x: x.argmax(axis, keep), NUMBERS, exact=True, dtype=default_int),
             same("argmin", lambda x: x.argmin(axis, keep), NUMBERS, exact=True, dtype=default_int),
+            same("prod", lambda x: x.prod(axis, keep), summed=True),
         ]
     if axis is None and not keep:
         ops += [
             same("argmax", lambda x: x.argmax(), NUMBERS, exact=True, dtype=default_int),
             same("argmin", lambda x: x.argmin(), NUMBERS, exact=True, dtype=default_int),
+            same("prod all", lambda x: x.prod(), summed=True),
         ]
     return ops
 
@@ -613,6 +664,61 @@ def test_long_sums(dtype: str) -> None:
     x = np.resize(np.array([1.0, 0.5, 1.0, 0.25], dtype), 4096)
     check([op for op in reductions(0, False, 1) if dtype in op.takes], [x])
     check(MATMUL, [x, x])
+
+
+# ---- running sums and sorting along one axis ----
+
+
+def along_axis(axis: int, k: int) -> list[Op]:
+    """cumsum, sort and topk along `axis`. Sorts are compared with torch's stable sort, which keeps equal
+    values in order, as uopc's always does; topk compares values, since torch may order ties either way."""
+    return [
+        same("cumsum", lambda x: x.cumsum(axis), summed=True),
+        Op("sort", lambda x: x.sort(axis)[0], lambda x: torch.sort(x, axis, stable=True)[0], exact=True),
+        Op(
+            "sort indices",
+            lambda x: x.sort(axis)[1],
+            lambda x: torch.sort(x, axis, stable=True)[1],
+            exact=True,
+            dtype=default_int,
+        ),
+        Op(
+            "sort descending",
+            lambda x: x.sort(axis, descending=True)[0],
+            lambda x: torch.sort(x, axis, descending=True, stable=True)[0],
+            exact=True,
+        ),
+        Op(
+            "sort descending indices",
+            lambda x: x.sort(axis, descending=True)[1],
+            lambda x: torch.sort(x, axis, descending=True, stable=True)[1],
+            exact=True,
+            dtype=default_int,
+        ),
+        Op("topk", lambda x: x.topk(k, axis)[0], lambda x: x.topk(k, axis)[0], NUMBERS, exact=True),
+        Op(
+            "topk smallest",
+            lambda x: x.topk(k, axis, largest=False)[0],
+            lambda x: x.topk(k, axis, largest=False)[0],
+            NUMBERS,
+            exact=True,
+        ),
+    ]
+
+
+@pytest.mark.parametrize("dtype", sorted(ALL))
+@SUITE
+@given(data=st.data())
+def test_along_an_axis(dtype: str, data: st.DataObject) -> None:
+    shape = data.draw(st.sampled_from(REDUCE_SHAPES))
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    k = data.draw(st.integers(1, shape[axis]))
+    check([op for op in along_axis(axis, k) if dtype in op.takes], [array(data, dtype, shape)])
+
+
+@pytest.mark.parametrize("dtype", sorted(ALL))
+def test_along_an_axis_of_edge_rows(dtype: str) -> None:
+    check([op for op in along_axis(1, 2) if dtype in op.takes], [edge_rows(dtype)])
 
 
 # ---- matrix products ----
@@ -703,6 +809,8 @@ def views(data: st.DataObject, shape: Shape) -> list[Op]:
         same("flatten", lambda x: x.flatten()),
         Op("stack", lambda x: Tensor.stack([x, x.flip()], dim=stack_dim), stacked),
         Op("stack method", lambda x: x.stack(x.flip(), dim=stack_dim), stacked),
+        same("view", lambda x: x.view(size, 1)),
+        same("repeat", lambda x: x.repeat(2, *(1 if s > 1 else 3 for s in shape))),
     ]
 
 
@@ -726,8 +834,16 @@ def axis_moves(data: st.DataObject, shape: Shape) -> list[Op]:
     value = data.draw(st.sampled_from([0, 2]), label="pad value")
     grow = (2, *(3 if s == 1 else -1 for s in shape))
 
+    split_size = data.draw(st.integers(1, shape[cat_dim]), label="split size")
+    sections = data.draw(st.sampled_from([[shape[cat_dim]], [1, shape[cat_dim] - 1]]).filter(lambda p: min(p) > 0))
+    chunks = data.draw(st.integers(1, 4), label="chunks")
+    triangle = data.draw(st.integers(-2, 2), label="diagonal")
+
     def same_x(x: Any) -> Any:
         return x
+
+    def pieces_reversed(split: Fn) -> Fn:
+        return lambda x: (Tensor if isinstance(x, Tensor) else torch).cat(list(reversed(split(x))), cat_dim)
 
     def joined(*pieces: Fn) -> Fn:
         return lambda x: torch.cat([p(x) for p in pieces], cat_dim)
@@ -749,6 +865,12 @@ def axis_moves(data: st.DataObject, shape: Shape) -> list[Op]:
             lambda x: x.cat(x.flip(cat_dim), x, dim=cat_dim),
             joined(same_x, lambda x: x.flip(cat_dim), same_x),
         ),
+        same("split", pieces_reversed(lambda x: x.split(split_size, cat_dim))),
+        same("split sections", pieces_reversed(lambda x: x.split(sections, cat_dim))),
+        same("chunk", pieces_reversed(lambda x: x.chunk(chunks, cat_dim))),
+        same("unflatten", lambda x: x.unflatten(cat_dim, (1, shape[cat_dim]))),
+        same("unflatten -1", lambda x: x.unflatten(cat_dim, (-1, 1))),
+        *([same("tril", lambda x: x.tril(triangle)), same("triu", lambda x: x.triu(triangle))] if n >= 2 else []),
     ]
 
 
@@ -768,6 +890,96 @@ def test_movement(dtype: str, data: st.DataObject) -> None:
     ops = views(data, shape) + (axis_moves(data, shape) if shape else [])
     x = array(data, dtype, shape)
     check([exactly(op) for op in ops if dtype in op.takes], [x])
+
+
+# ---- indexing by tensors: gather, scatter, integer arrays and masks ----
+
+
+def selecting(op: Op) -> Op:
+    """An op that selects elements by comparing indices and summing: exact, but a selected -0.0 comes out
+    +0.0 (the sum starts from +0.0), so the signs of zeros are not compared."""
+    return dataclasses.replace(op, exact=True)
+
+
+def indices(data: st.DataObject, shape: Shape, size: int, negative: bool = True) -> Array:
+    low = -size if negative else 0
+    drawn: Array = data.draw(hnp.arrays(np.int64, shape, elements=st.integers(low, size - 1)), label="indices")
+    return drawn
+
+
+def by_index(data: st.DataObject, shape: Shape) -> list[Op]:
+    """Integer lists, integer tensors and masks in x[...], and gather; indices drawn for this shape, repeats
+    included, so that a gradient summed over a repeated index is checked too."""
+    n, axis = len(shape), data.draw(st.integers(0, len(shape) - 1), label="axis")
+    listed = indices(data, (data.draw(st.integers(1, 4)),), shape[0]).tolist()
+    grid = indices(data, (2, 1), shape[axis])
+    mask = data.draw(hnp.arrays(np.bool_, shape).filter(lambda m: bool(m.any())), label="mask")
+    gathered = indices(
+        data,
+        tuple(s if i == axis else data.draw(st.integers(1, s)) for i, s in enumerate(shape)),
+        shape[axis],
+        negative=False,
+    )
+
+    def on_axis(item: Any) -> tuple[Any, ...]:
+        return (*[slice(None)] * axis, item)
+
+    ops = [
+        same("index list", lambda x: x[listed]),
+        Op("index tensor", lambda x: x[on_axis(Tensor(grid))], lambda x: x[on_axis(torch.from_numpy(grid))]),
+        Op("index array", lambda x: x[on_axis(grid)], lambda x: x[on_axis(torch.from_numpy(grid))]),
+        Op("index mask", lambda x: x[Tensor(mask)], lambda x: x[torch.from_numpy(mask)]),
+        Op("gather", lambda x: x.gather(axis, Tensor(gathered)), lambda x: x.gather(axis, torch.from_numpy(gathered))),
+    ]
+    if n >= 2:  # two index tensors, next to each other and apart, and an int among them
+        rows, cols = indices(data, (3,), shape[0]), indices(data, (2, 1), shape[-1])
+        ops += [
+            Op("index two", lambda x: x[Tensor(rows), ..., Tensor(cols)], lambda x: x[rows, ..., cols]),
+            Op("index int and list", lambda x: x[..., 0, cols.ravel().tolist()], lambda x: x[..., 0, cols.ravel()]),
+            Op("index list and int", lambda x: x[rows.tolist(), 0], lambda x: x[rows, 0]),
+        ]
+    return ops
+
+
+def scatters(data: st.DataObject, shape: Shape) -> tuple[list[Op], Shape]:
+    """scatter with distinct targets along the axis (a permutation, cut short), and scatter_add with any;
+    and the shape of the index, which src takes too (torch's gradient of a longer src has the wrong shape)."""
+    axis = data.draw(st.integers(0, len(shape) - 1), label="axis")
+    short = tuple(s if i == axis else data.draw(st.integers(1, s)) for i, s in enumerate(shape))
+    short = tuple(data.draw(st.integers(1, s)) if i == axis else s for i, s in enumerate(short))
+    others = tuple(s for i, s in enumerate(short) if i != axis)
+    keys = np.random.default_rng(data.draw(st.integers(0, 2**16), label="seed")).random((*others, shape[axis]))
+    distinct = np.moveaxis(np.argsort(keys, -1)[..., : short[axis]], -1, axis)  # part of a permutation
+    anywhere = indices(data, short, shape[axis], negative=False)
+
+    def torch_index(a: Array) -> Any:
+        return torch.from_numpy(np.ascontiguousarray(a))
+
+    return [
+        Op(
+            "scatter",
+            lambda x, src: x.scatter(axis, Tensor(distinct), src),
+            lambda x, src: x.scatter(axis, torch_index(distinct), src),
+        ),
+        Op(
+            "scatter_add",
+            lambda x, src: x.scatter_add(axis, Tensor(anywhere), src),
+            lambda x, src: x.scatter_add(axis, torch_index(anywhere), src),
+            NUMBERS,
+            summed=True,
+        ),
+    ], short
+
+
+@pytest.mark.parametrize("dtype", sorted(ALL))
+@SUITE
+@given(data=st.data())
+def test_indexing_by_tensors(dtype: str, data: st.DataObject) -> None:
+    shape = data.draw(st.sampled_from([s for s in MOVEMENT_SHAPES if s]))
+    check([selecting(op) for op in by_index(data, shape) if dtype in op.takes], [array(data, dtype, shape)])
+    ops, short = scatters(data, shape)
+    x, src = array(data, dtype, shape), array(data, dtype, short)
+    check([op if op.summed else selecting(op) for op in ops if dtype in op.takes], [x, src])
 
 
 # ---- casts ----

@@ -848,7 +848,7 @@ class Tensor(_CastMethods):
     # --8<-- [start:reductions]
     def _reduce(self, op: Ops, axis: AxisArg, keepdim: bool, name: str) -> Tensor:
         axes = _axes(axis, self.shape, name)
-        x = self.cast(_sum_dtype(self.dtype)) if op is Ops.ADD else self
+        x = self.cast(_sum_dtype(self.dtype)) if op in (Ops.ADD, Ops.MUL) else self
         if not axes:
             return x
         out = x._derive(x.uop.reduce(op, axes), x)
@@ -1156,16 +1156,17 @@ class Tensor(_CastMethods):
     # --8<-- [start:clip]
     def clip(self, min: Operand | None = None, max: Operand | None = None) -> Tensor:
         """Values below `min` become `min` and values above `max` become `max`, as torch.clamp: NaN stays NaN,
-        a NaN bound makes NaN, and where min > max everything is max. The gradient is 1 inside [min, max],
-        bounds included, and 0 outside."""
+        a NaN bound makes NaN, and where min > max everything is max. The gradient is PyTorch's too: 1 inside
+        [min, max], bounds included, and 0 outside and at NaN."""
         if min is None and max is None:
             raise TensorError("clip: give min, max or both")
-        out = self
+        out, inside = self.detach(), None
         if min is not None:
-            out = _bounded(out, min, out < min)
+            out, inside = _bounded(out, min, out < min), self >= min
         if max is not None:
-            out = _bounded(out, max, out > max)
-        return out
+            out, inside = _bounded(out, max, out > max), self <= max if inside is None else inside & (self <= max)
+        assert inside is not None
+        return inside.where(self, out)
 
     # --8<-- [end:clip]
 
@@ -1264,8 +1265,9 @@ class Tensor(_CastMethods):
         """x above 0, alpha (e^x - 1) below: e^x - 1 is 2 tanh(x/2) / (1 - tanh(x/2)), which keeps its digits
         near 0, where e^x - 1 would cancel."""
         x, out = self._float_math()
-        half = (x.minimum(0.0) * 0.5).tanh()  # the branch below 0 sees no positive x, so nothing overflows
-        return (x > 0).where(x, alpha * (2.0 * half / (1.0 - half))).cast(out)
+        below = x <= 0  # NaN takes the upper branch, with gradient 1, as in PyTorch
+        half = (below.where(x, 0.0) * 0.5).tanh()  # the lower branch sees no positive x: nothing overflows
+        return below.where(alpha * (2.0 * half / (1.0 - half)), x).cast(out)
 
     def softplus(self, beta: builtins.float = 1.0, threshold: builtins.float = 20.0) -> Tensor:
         """log(1 + e^(beta x)) / beta, and x itself where beta x > threshold, as in PyTorch."""
@@ -1281,7 +1283,8 @@ class Tensor(_CastMethods):
     def hardswish(self) -> Tensor:
         """x relu6(x + 3) / 6, written piece by piece so that the gradient at -3 and 3 is PyTorch's."""
         x, out = self._float_math()
-        return (x < -3.0).where(x * 0.0, (x <= 3.0).where(x * (x + 3.0) / 6.0, x)).cast(out)
+        xc = x.clip(-3.0, 3.0)  # the middle piece sees no infinity, whose gradient there would be 0 * inf
+        return (x < -3.0).where(x * 0.0, (x <= 3.0).where(xc * (xc + 3.0) / 6.0, x)).cast(out)
 
     # --8<-- [end:more-activations]
 
