@@ -382,6 +382,24 @@ def finite(a: Array) -> Array:
     return np.where(np.isinf(a), np.sign(a) * 8, a).astype(a.dtype)
 
 
+def short_products(a: Array) -> Array:
+    """torch multiplies float16 in float16, so a long product can overflow to inf on the way (and inf * 0
+    is NaN) where uopc's float32 accumulator does not: float16 magnitudes are kept in [1/2, 2]."""
+    if a.dtype != np.float16:
+        return a
+    kept = np.copysign(np.clip(np.abs(a), 0.5, 2), a)
+    return np.where(np.isfinite(a) & (a != 0), kept, a).astype(a.dtype)
+
+
+def product_gradient_inputs(a: Array) -> Array:
+    """The gradient of prod is prod / x in both where the tensor holds no 0. Where it holds one anywhere,
+    torch switches to products of the other elements for every slice, which differ from prod / x at inf
+    and NaN (inf / inf is NaN): those are left out, and float16 magnitudes kept short (short_products)."""
+    if not is_float(a):
+        return a
+    return short_products(np.where(np.isfinite(a), a, 2).astype(a.dtype))
+
+
 # ---- elementwise ops of one tensor, and of a tensor with a Python scalar on either side ----
 
 
@@ -602,13 +620,15 @@ def reductions(axis: Axis, keep: bool, ndim: int) -> list[Op]:
             same("log_softmax", lambda x: x.log_softmax(axis), FLOATS, **stats),
             same("argmax", lambda x: x.argmax(axis, keep), NUMBERS, exact=True, dtype=default_int),
             same("argmin", lambda x: x.argmin(axis, keep), NUMBERS, exact=True, dtype=default_int),
-            same("prod", lambda x: x.prod(axis, keep), summed=True),
+            same("prod", lambda x: x.prod(axis, keep), summed=True, grad=False, domain=short_products),
+            same("prod grad", lambda x: x.prod(axis, keep), summed=True, domain=product_gradient_inputs),
         ]
     if axis is None and not keep:
         ops += [
             same("argmax", lambda x: x.argmax(), NUMBERS, exact=True, dtype=default_int),
             same("argmin", lambda x: x.argmin(), NUMBERS, exact=True, dtype=default_int),
-            same("prod all", lambda x: x.prod(), summed=True),
+            same("prod all", lambda x: x.prod(), summed=True, grad=False, domain=short_products),
+            same("prod all grad", lambda x: x.prod(), summed=True, domain=product_gradient_inputs),
         ]
     return ops
 
@@ -674,32 +694,42 @@ def along_axis(axis: int, k: int) -> list[Op]:
     values in order, as uopc's always does; topk compares values, since torch may order ties either way."""
     return [
         same("cumsum", lambda x: x.cumsum(axis), summed=True),
-        Op("sort", lambda x: x.sort(axis)[0], lambda x: torch.sort(x, axis, stable=True)[0], exact=True),
+        Op("sort", lambda x: x.sort(axis)[0], lambda x: torch.sort(x, dim=axis, stable=True)[0], exact=True),
         Op(
             "sort indices",
             lambda x: x.sort(axis)[1],
-            lambda x: torch.sort(x, axis, stable=True)[1],
+            lambda x: torch.sort(x, dim=axis, stable=True)[1],
             exact=True,
             dtype=default_int,
         ),
         Op(
             "sort descending",
             lambda x: x.sort(axis, descending=True)[0],
-            lambda x: torch.sort(x, axis, descending=True, stable=True)[0],
+            lambda x: torch.sort(x, dim=axis, descending=True, stable=True)[0],
             exact=True,
         ),
         Op(
             "sort descending indices",
             lambda x: x.sort(axis, descending=True)[1],
-            lambda x: torch.sort(x, axis, descending=True, stable=True)[1],
+            lambda x: torch.sort(x, dim=axis, descending=True, stable=True)[1],
             exact=True,
             dtype=default_int,
         ),
-        Op("topk", lambda x: x.topk(k, axis)[0], lambda x: x.topk(k, axis)[0], NUMBERS, exact=True),
+        Op("topk", lambda x: x.topk(k, axis)[0], lambda x: x.topk(k, axis)[0], NUMBERS, exact=True, grad=False),
         Op(
             "topk smallest",
             lambda x: x.topk(k, axis, largest=False)[0],
             lambda x: x.topk(k, axis, largest=False)[0],
+            NUMBERS,
+            exact=True,
+            grad=False,
+        ),
+        # which of several equal values torch.topk picks is unspecified: its gradient is compared with that
+        # of the first k of a stable sort, which is what uopc's topk takes
+        Op(
+            "topk grad",
+            lambda x: x.topk(k, axis)[0],
+            lambda x: torch.sort(x, dim=axis, descending=True, stable=True)[0].narrow(axis, 0, k),
             NUMBERS,
             exact=True,
         ),
@@ -1022,6 +1052,29 @@ LOSSES = [
         exact=True,
         dtype=default_int,
     ),
+    *(
+        Op(
+            f"cross_entropy {name}",
+            lambda x, y, kw=kw: x.cross_entropy(y, **kw).reshape(-1),
+            lambda x, y, kw=kw: F.cross_entropy(x.reshape(-1, CLASSES), y.reshape(-1).long(), **kw).reshape(-1),
+            composite=True,
+            summed=True,
+        )
+        for name, kw in [
+            ("sum", {"reduction": "sum"}),
+            ("none", {"reduction": "none"}),
+            ("label_smoothing", {"label_smoothing": 0.1}),
+            ("ignore_index", {"ignore_index": 1}),
+            ("ignore_index smoothed sum", {"ignore_index": 2, "label_smoothing": 0.25, "reduction": "sum"}),
+        ]
+    ),
+    Op(
+        "nll_loss",
+        lambda x, y: x.log_softmax(-1).nll_loss(y, ignore_index=0),
+        lambda x, y: F.nll_loss(x.reshape(-1, CLASSES).log_softmax(-1), y.reshape(-1).long(), ignore_index=0),
+        composite=True,
+        summed=True,
+    ),
 ]
 
 
@@ -1034,6 +1087,182 @@ def test_losses(dtype: str, label_dtype: str, data: st.DataObject) -> None:
     logits = array(data, dtype, (*batch, CLASSES))
     labels = data.draw(hnp.arrays(np.dtype(label_dtype), batch, elements=st.integers(0, CLASSES - 1)))
     check(LOSSES, [logits, labels])
+
+
+def bounded(a: Array) -> Array:
+    """Probabilities sigmoid(a) kept inside (0, 1): at exactly 0 or 1 the gradient of binary cross-entropy
+    is torch's formula divided by max(p (1 - p), 1e-12), where autodiff divides by p and 1 - p apart."""
+    if not is_float(a):
+        return a
+    return np.where(np.isfinite(a), np.clip(a, -8, 8), 0).astype(a.dtype)
+
+
+PROBABILITY_LOSSES = [
+    Op(
+        "cross_entropy probabilities",
+        lambda x, t: x.cross_entropy(t.softmax(-1)),
+        lambda x, t: F.cross_entropy(x, t.softmax(-1)),
+        composite=True,
+        summed=True,
+    ),
+    Op(
+        "cross_entropy probabilities smoothed none",
+        lambda x, t: x.cross_entropy(t.softmax(-1), reduction="none", label_smoothing=0.2),
+        lambda x, t: F.cross_entropy(x, t.softmax(-1), reduction="none", label_smoothing=0.2),
+        composite=True,
+        summed=True,
+    ),
+    Op(
+        "binary_cross_entropy",
+        lambda x, t: x.sigmoid().binary_cross_entropy(t.sigmoid()),
+        lambda x, t: F.binary_cross_entropy(x.sigmoid(), t.sigmoid()),
+        frozenset({"float32", "float64"}),  # torch has no float16 binary_cross_entropy on the CPU
+        composite=True,
+        summed=True,
+        domain=bounded,
+    ),
+    Op(
+        "binary_cross_entropy_with_logits",
+        lambda x, t: x.binary_cross_entropy_with_logits(t.sigmoid()),
+        lambda x, t: F.binary_cross_entropy_with_logits(x, t.sigmoid()),
+        composite=True,
+        summed=True,
+        domain=bounded,
+    ),
+    Op(
+        "binary_cross_entropy_with_logits none",
+        lambda x, t: x.binary_cross_entropy_with_logits(t.sigmoid(), reduction="none"),
+        lambda x, t: F.binary_cross_entropy_with_logits(x, t.sigmoid(), reduction="none"),
+        composite=True,
+        domain=bounded,
+    ),
+]
+
+
+@pytest.mark.parametrize("dtype", sorted(FLOATS))
+@SUITE
+@given(data=st.data())
+def test_losses_of_probabilities(dtype: str, data: st.DataObject) -> None:
+    logits, targets = array(data, dtype, (3, CLASSES)), array(data, dtype, (3, CLASSES))
+    check([op for op in PROBABILITY_LOSSES if dtype in op.takes], [logits, targets])
+
+
+# ---- convolution, pooling, attention: sums over ordinary numbers (the edges go through the ops they are
+# made of above) ----
+
+
+def ordinary(data: st.DataObject, dtype: str, shape: Shape) -> Array:
+    drawn: Array = data.draw(hnp.arrays(np.dtype(dtype), shape, elements=elements(dtype, with_edges=False)))
+    return drawn
+
+
+def convolutions(data: st.DataObject) -> tuple[list[Op], int]:
+    """conv2d of (2, 4, 5, 6) images with every option drawn (inputs: images, weight, bias), and the groups."""
+    groups = data.draw(st.sampled_from([1, 2, 4]), label="groups")
+    stride, dilation = data.draw(st.sampled_from([1, 2, (1, 2)])), data.draw(st.sampled_from([1, 2, (2, 1)]))
+    padding = data.draw(st.sampled_from([0, 1, (1, 0), "valid", *(["same"] if stride == 1 else [])]))
+    options = {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}
+    return [
+        Op(
+            f"conv2d {options}",
+            lambda x, w, b: x.conv2d(w, b, **options),
+            lambda x, w, b: F.conv2d(x, w, b, **options),
+            summed=True,
+        ),
+        Op(
+            f"conv2d no bias {options}",
+            lambda x, w, b: x.conv2d(w, **options),
+            lambda x, w, b: F.conv2d(x, w, **options),
+            summed=True,
+        ),
+    ], groups
+
+
+def poolings(data: st.DataObject) -> list[Op]:
+    kernel = data.draw(st.sampled_from([2, 3, (2, 3)]), label="kernel")
+    stride = data.draw(st.sampled_from([None, 1, 2, (2, 1)]), label="stride")
+    half = (kernel // 2, kernel // 2) if isinstance(kernel, int) else (kernel[0] // 2, kernel[1] // 2)
+    padding = data.draw(st.sampled_from([0, half]), label="padding")
+    dilation = data.draw(st.sampled_from([1, 2]), label="dilation")
+    return [
+        Op(
+            "max_pool2d",
+            lambda x: x.max_pool2d(kernel, stride, padding, dilation),
+            lambda x: F.max_pool2d(x, kernel, stride, padding, dilation),
+            exact=True,
+        ),
+        Op(
+            "avg_pool2d",
+            lambda x: x.avg_pool2d(kernel, stride, padding),
+            lambda x: F.avg_pool2d(x, kernel, stride, padding),
+            summed=True,
+        ),
+        Op(
+            "avg_pool2d without padding in the count",
+            lambda x: x.avg_pool2d(kernel, stride, padding, count_include_pad=False),
+            lambda x: F.avg_pool2d(x, kernel, stride, padding, count_include_pad=False),
+            summed=True,
+        ),
+    ]
+
+
+@pytest.mark.parametrize("dtype", sorted(FLOATS))
+@SUITE
+@given(data=st.data())
+def test_convolution_and_pooling(dtype: str, data: st.DataObject) -> None:
+    """float16 convolutions are left out: uopc rounds each float16 product before adding it up in float32,
+    as its matmul does, where torch's CPU convolution multiplies in float32; a sum that cancels then differs
+    by more than the accumulation tolerance."""
+    x = ordinary(data, dtype, (2, 4, 5, 6))
+    convs, groups = convolutions(data)
+    w, b = ordinary(data, dtype, (4, 4 // groups, 2, 3)), ordinary(data, dtype, (4,))
+    if dtype != "float16":
+        check(convs, [x, w, b])
+    check(poolings(data), [x])
+
+
+def attentions(data: st.DataObject, lengths: tuple[int, int]) -> list[Op]:
+    allowed = data.draw(hnp.arrays(np.bool_, lengths).map(lambda m: m | np.eye(*lengths, dtype=bool)))
+    added = data.draw(hnp.arrays(np.float32, lengths, elements=st.floats(-2, 2, width=32)), label="float mask")
+    return [
+        Op(
+            "sdpa",
+            lambda q, k, v: q.scaled_dot_product_attention(k, v),
+            F.scaled_dot_product_attention,
+            composite=True,
+            summed=True,
+        ),
+        Op(
+            "sdpa causal",
+            lambda q, k, v: q.scaled_dot_product_attention(k, v, is_causal=True),
+            lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+            composite=True,
+            summed=True,
+        ),
+        Op(
+            "sdpa bool mask",
+            lambda q, k, v: q.scaled_dot_product_attention(k, v, Tensor(allowed)),
+            lambda q, k, v: F.scaled_dot_product_attention(q, k, v, torch.from_numpy(allowed)),
+            composite=True,
+            summed=True,
+        ),
+        Op(
+            "sdpa float mask and scale",
+            lambda q, k, v: q.scaled_dot_product_attention(k, v, Tensor(added, dtype=q.dtype), scale=0.5),
+            lambda q, k, v: F.scaled_dot_product_attention(q, k, v, torch.from_numpy(added).to(q.dtype), scale=0.5),
+            composite=True,
+            summed=True,
+        ),
+    ]
+
+
+@pytest.mark.parametrize("dtype", sorted(FLOATS))
+@SUITE
+@given(data=st.data())
+def test_attention(dtype: str, data: st.DataObject) -> None:
+    length, keys = data.draw(st.sampled_from([(3, 5), (4, 4), (5, 2)]))
+    q, k, v = (ordinary(data, dtype, (2, n, 4)) for n in (length, keys, keys))
+    check(attentions(data, (length, keys)), [q, k, v])
 
 
 # ---- creation ----
@@ -1087,6 +1316,17 @@ def test_random_creation_has_torch_shape_dtype_and_range(name: str) -> None:
         (Tensor.randn((4,), dtype=dt), torch.randn(4, dtype=tdt), (-INF, INF)),
         (Tensor.uniform(3, low=-2.0, high=-1.0, dtype=dt), torch.empty(3, dtype=tdt).uniform_(-2, -1), (-2.0, -1.0)),
     ]
+    weights = np.array([[0.5, 0.0, 2.0], [1.0, 1.0, 0.0]], name)
+    drawn = [
+        (Tensor(weights).multinomial(5, replacement=True), torch.from_numpy(weights).multinomial(5, True)),
+        (Tensor(weights).multinomial(2), torch.from_numpy(weights).multinomial(2)),
+    ]
+    for ours, theirs in drawn:  # categories of weight 0 are never drawn; without replacement, none twice
+        value = ours.numpy()
+        CASES[f"multinomial {name}"] += 1
+        assert value.shape == tuple(theirs.shape) and value.dtype == np.int32  # torch: int64 (uopc: indices)
+        assert (weights[np.arange(2)[:, None], value] > 0).all()
+    assert all(len(set(row)) == 2 for row in drawn[1][0].numpy().tolist())
     for ours, theirs, (low, high) in pairs:
         value = ours.numpy()
         CASES[f"random {name}"] += 1

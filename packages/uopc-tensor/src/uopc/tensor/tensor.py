@@ -1290,7 +1290,8 @@ class Tensor(_CastMethods):
 
     # ---- more reductions ----
     def prod(self, axis: AxisArg = None, keepdim: bool = False) -> Tensor:
-        """The product; integers multiply in int64 (uint64 if unsigned), as sums do."""
+        """The product; integers multiply in int64 (uint64 if unsigned), as sums do. The gradient is PyTorch's
+        prod / x, with the zeros handled apart (autodiff's rule for a MUL reduction)."""
         return self._reduce(Ops.MUL, axis, keepdim, "prod")
 
     def any(self, axis: AxisArg = None, keepdim: bool = False) -> Tensor:
@@ -1679,7 +1680,7 @@ class Tensor(_CastMethods):
         if count_include_pad:
             out = sums / float(k[0] * k[1])
         else:
-            ones = Tensor.ones(*x.shape[-2:], device=self.device).pad(pads[-2:])
+            ones = Tensor.ones(*x.shape[-2:], dtype=x.dtype, device=self.device).pad(pads[-2:])
             out = sums / _windows(ones, k, s, (1, 1), "avg_pool2d").sum((-2, -1))
         return out if self.ndim == 4 else out.squeeze(0)
 
@@ -1697,7 +1698,8 @@ class Tensor(_CastMethods):
         """softmax(q k^T scale + mask) v for queries (this tensor, (..., L, E)), keys (..., S, E) and values
         (..., S, Ev), as torch.nn.functional.scaled_dot_product_attention: scale defaults to 1/sqrt(E); a
         bool attn_mask says which keys each query may see (True: it may), a float one is added to the
-        scores; is_causal lets query i see keys 0..i. The scores are materialized: the plain composition."""
+        scores; is_causal lets query i see keys 0..i. A query that may see no key at all gets 0s. The scores
+        are materialized: this is the plain composition."""
         if self.ndim < 2 or key.ndim < 2 or value.ndim < 2 or key.shape[-2] != value.shape[-2]:
             raise TensorError(
                 f"scaled_dot_product_attention: query {self.shape}, key {key.shape} and value {value.shape} "
@@ -1710,9 +1712,11 @@ class Tensor(_CastMethods):
         if is_causal:
             length, keys = scores.shape[-2:]
             attn_mask = Tensor.ones(length, keys, dtype=dtypes.bool, device=self.device).tril()
-        if attn_mask is not None:
-            scores = attn_mask.where(scores, -math.inf) if attn_mask.dtype.is_bool else scores + attn_mask
-        return scores.softmax(-1) @ value
+        if attn_mask is None:
+            return scores.softmax(-1) @ value
+        scores = attn_mask.where(scores, -math.inf) if attn_mask.dtype.is_bool else scores + attn_mask
+        shut = (scores == -math.inf).all(-1, keepdim=True)  # a query that may see no key gets 0, as in PyTorch
+        return shut.where(0.0, shut.where(0.0, scores).softmax(-1)) @ value
 
     # --8<-- [end:attention]
 
