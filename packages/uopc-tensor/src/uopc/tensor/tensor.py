@@ -1306,9 +1306,9 @@ class Tensor(_CastMethods):
     def cumsum(self, axis: int = 0) -> Tensor:
         """Running sums along `axis`: element i is the sum of elements 0..i, each a masked sum of the whole
         axis (n^2 additions for an axis of n, all in one kernel). Integers sum in int64, as numpy's do."""
-        (a,) = _axes(axis, self.shape, "cumsum")
-        if not self.shape:
+        if not _axes(axis, self.shape, "cumsum"):  # a 0-d tensor: its own running sum
             return self._reduce(Ops.ADD, None, False, "cumsum")
+        (a,) = _axes(axis, self.shape, "cumsum")
         x = self.transpose(a, -1)
         n = x.shape[-1]
         upto = Tensor.arange(n, device=self.device)
