@@ -1179,7 +1179,8 @@ def convolutions(data: st.DataObject) -> tuple[list[Op], int]:
 
 
 def poolings(data: st.DataObject) -> list[Op]:
-    kernel = data.draw(st.sampled_from([2, 3, (2, 3)]), label="kernel")
+    kernels: list[int | tuple[int, int]] = [2, 3, (2, 3)]
+    kernel = data.draw(st.sampled_from(kernels), label="kernel")
     stride = data.draw(st.sampled_from([None, 1, 2, (2, 1)]), label="stride")
     half = (kernel // 2, kernel // 2) if isinstance(kernel, int) else (kernel[0] // 2, kernel[1] // 2)
     padding = data.draw(st.sampled_from([0, half]), label="padding")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -328,7 +328,7 @@ def test_split_chunk_view_repeat_unflatten() -> None:
     with pytest.raises(TensorError, match="do not split dim 1"):
         Tensor(A).unflatten(1, (3, -1))
     with pytest.raises(TensorError, match="view: reinterpreting"):
-        Tensor(A).view(dtypes.int32)
+        Tensor(A).view(cast(Any, dtypes.int32))
 
 
 # ---- sampling ----
