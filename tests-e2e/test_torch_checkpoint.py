@@ -21,6 +21,7 @@ from uopc.tensor import nn as unn
 torch = pytest.importorskip("torch")
 safetensors_torch = pytest.importorskip("safetensors.torch")
 tnn = torch.nn
+TorchModule: Any = tnn.Module
 
 
 # ---- the same two models, in each framework ----
@@ -56,7 +57,7 @@ WIDTH, HEADS, LENGTH, VOCAB = 8, 2, 5, 11
 BLOCKED = np.triu(np.ones((LENGTH, LENGTH), bool), 1)  # PyTorch's bool mask: True where a query may not look
 
 
-class TorchBlock(tnn.Module):  # type: ignore[misc]
+class TorchBlock(TorchModule):  # type: ignore[misc]
     def __init__(self) -> None:
         super().__init__()
         self.ln = tnn.LayerNorm(WIDTH)
@@ -70,7 +71,7 @@ class TorchBlock(tnn.Module):  # type: ignore[misc]
         return x + self.mlp(x)
 
 
-class TorchTransformer(tnn.Module):  # type: ignore[misc]
+class TorchTransformer(TorchModule):  # type: ignore[misc]
     def __init__(self) -> None:
         super().__init__()
         self.embed = tnn.Embedding(VOCAB, WIDTH)

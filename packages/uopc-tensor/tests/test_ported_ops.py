@@ -404,3 +404,23 @@ def test_binary_cross_entropies() -> None:
     got = Tensor(z).binary_cross_entropy_with_logits(Tensor(y), reduction="none").numpy()
     np.testing.assert_allclose(got, with_logits, rtol=1e-12)
     np.testing.assert_allclose(Tensor(z).binary_cross_entropy_with_logits(Tensor(y)).numpy(), with_logits.mean())
+
+
+def grads(f: Callable[[Tensor], Tensor], values: list[float]) -> Array:
+    x = Tensor(np.array(values, np.float64), requires_grad=True)
+    f(x).sum().backward()
+    assert x.grad is not None
+    return x.grad.numpy()
+
+
+def test_gradients_at_corners_infinities_and_nan_are_pytorchs() -> None:
+    """Where a piecewise function has a corner, PyTorch picks a side, and uopc takes the same one; at inf a
+    piece that `where` did not choose must not send 0 * inf = NaN back (hardswish's middle piece did), and
+    at 0 elu's lower piece must not go through minimum, whose tie rule halved its gradient."""
+    np.testing.assert_array_equal(grads(lambda t: t.elu(0.5), [0.0, -inf, nan]), [0.5, 0.0, 1.0])
+    np.testing.assert_array_equal(grads(Tensor.hardswish, [-inf, -3.0, 3.0, inf]), [0.0, -0.5, 1.5, 1.0])
+    np.testing.assert_array_equal(grads(lambda t: t.clip(-1.0, 1.0), [-1.0, 1.0, 2.0, nan]), [1, 1, 0, 0])
+    np.testing.assert_array_equal(grads(Tensor.relu6, [0.0, 6.0, 3.0]), [0, 0, 1])
+    np.testing.assert_array_equal(grads(lambda t: t.leaky_relu(0.1), [0.0, nan]), [0.1, 0.1])
+    np.testing.assert_allclose(grads(Tensor.softplus, [0.0, -inf, inf, -800.0]), [0.5, 0.0, 1.0, 0.0])
+    np.testing.assert_array_equal(grads(Tensor.gelu, [-inf, inf]), [0.0, 1.0])

@@ -1336,7 +1336,7 @@ class Tensor(_CastMethods):
         _check_indices("gather", index, n, negative=False)
         rows = self.shrink([None if i == d else (0, index.shape[i]) for i in range(self.ndim)])
         rows = rows.unsqueeze(-1).transpose(d, -1)  # axis d now has size 1, and a last axis the n candidates
-        hit = index.unsqueeze(-1) == Tensor.arange(n, device=self.device)
+        hit = index.unsqueeze(-1) == Tensor.arange(n, dtype=index.dtype, device=self.device)  # no cast to make
         return _pick(rows, hit)
 
     # --8<-- [end:gather]
@@ -1370,7 +1370,7 @@ class Tensor(_CastMethods):
         if op == "scatter" and (np.diff(np.sort(taken, axis=d), axis=d) == 0).any():
             raise TensorError(f"scatter: two elements of index along dim {d} name one place; use scatter_add")
         values = values.shrink([(0, s) for s in index.shape])
-        hit = index.unsqueeze(-1) == Tensor.arange(n, device=self.device)  # (*index.shape, n)
+        hit = index.unsqueeze(-1) == Tensor.arange(n, dtype=index.dtype, device=self.device)  # (*index.shape, n)
         sums = hit.where(values.unsqueeze(-1), 0).sum(d, keepdim=True).cast(self.dtype)
         widths = [(0, 0) if i == d else (0, self.shape[i] - index.shape[i]) for i in range(self.ndim)]
         placed = sums.transpose(d, -1).squeeze(-1).pad(widths)  # the candidate axis becomes axis d
@@ -1546,7 +1546,7 @@ class Tensor(_CastMethods):
         kept = target != ignore_index
         labels = kept.where(target, 0)
         _check_indices(op, labels, self.shape[-1], negative=False)
-        hit = labels.unsqueeze(-1) == Tensor.arange(self.shape[-1], device=self.device)
+        hit = labels.unsqueeze(-1) == Tensor.arange(self.shape[-1], dtype=labels.dtype, device=self.device)
         # a select, not a product with the one-hot: a class masked out by a -inf logit has log-probability
         # -inf, and -inf * 0 is NaN
         return kept.where(_pick(self, hit), 0.0), kept
@@ -1625,6 +1625,8 @@ class Tensor(_CastMethods):
                 f"conv2d: input channels {c_in} and weight {weight.shape} do not fit groups={groups} "
                 "(C_in must be groups * weight.shape[1], and C_out a multiple of groups)"
             )
+        if not is_realized(x.uop):  # each element is read kH * kW times: compute it once, into a plain buffer
+            x = x.contiguous()
         s, d = _pair("conv2d", "stride", stride), _pair("conv2d", "dilation", dilation)
         win = _windows(x.pad(_conv_padding(padding, (kh, kw), s, d)), (kh, kw), s, d, "conv2d")
         oh, ow = win.shape[2:4]
