@@ -15,6 +15,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from uopc.ir import Ops
+from uopc.lower import make_plan, normalize
 from uopc.tensor import Tensor, TensorError, dtypes
 
 pytestmark = pytest.mark.sanitize  # rerun with kernels under ASan and UBSan (hatch env sanitize)
@@ -424,3 +426,22 @@ def test_gradients_at_corners_infinities_and_nan_are_pytorchs() -> None:
     np.testing.assert_array_equal(grads(lambda t: t.leaky_relu(0.1), [0.0, nan]), [0.1, 0.1])
     np.testing.assert_allclose(grads(Tensor.softplus, [0.0, -inf, inf, -800.0]), [0.5, 0.0, 1.0, 0.0])
     np.testing.assert_array_equal(grads(Tensor.gelu, [-inf, inf]), [0.0, 1.0])
+
+
+def index_arithmetic(t: Tensor) -> int:
+    """Integer divisions and remainders in the program of the largest kernel that computes t: the cost of
+    its index arithmetic, which the C compiler cannot hoist out of the inner loops."""
+    graph, _ = normalize([t.uop])
+    kernel = max(make_plan(graph).kernels, key=lambda k: k.flops)
+    return sum(1 for u in kernel.program if u.op in (Ops.IDIV, Ops.MOD))
+
+
+def test_a_convolution_reads_a_computed_input_as_simply_as_a_loaded_one() -> None:
+    """The CNN's second convolution reads the first pooling's output. Read through its reduction's shape,
+    its loads took 28 divisions and remainders where the same convolution of a loaded image takes 8, and the
+    kernel ran four times slower; conv2d now computes a lazy input into a buffer of its own first."""
+    x = RNG.standard_normal((2, 1, 28, 28)).astype(np.float32)  # the CNN's shapes
+    w1, w2 = (Tensor(RNG.standard_normal(s).astype(np.float32)) for s in [(8, 1, 3, 3), (16, 8, 3, 3)])
+    pooled = Tensor(x).conv2d(w1, padding=1).relu().max_pool2d(2)  # lazy, as inside a model
+    loaded = Tensor(Tensor(x).conv2d(w1, padding=1).relu().max_pool2d(2).numpy())
+    assert index_arithmetic(pooled.conv2d(w2, padding=1)) == index_arithmetic(loaded.conv2d(w2, padding=1))

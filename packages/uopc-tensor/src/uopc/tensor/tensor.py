@@ -1393,10 +1393,9 @@ class Tensor(_CastMethods):
         if not _is_index(diagonal):
             raise TensorError(f"{op}: diagonal must be an integer, got {diagonal!r}")
         rows, cols = self.shape[-2:]
-        offset = Tensor.arange(cols, device=self.device).reshape(1, cols) - Tensor.arange(
-            rows, device=self.device
-        ).reshape(rows, 1)
-        keep = offset <= diagonal if op == "tril" else offset >= diagonal
+        col = Tensor.arange(cols, device=self.device).reshape(1, cols)
+        last = Tensor.arange(diagonal, diagonal + rows, device=self.device).reshape(rows, 1)  # row + diagonal
+        keep = col <= last if op == "tril" else col >= last
         return keep.where(self, Tensor.full((), 0, self.dtype, device=self.device))
 
     # --8<-- [start:sort]
@@ -1951,29 +1950,28 @@ def _index_items(t: Tensor, item: Any) -> list[Any]:
     return [Tensor(p.astype(np.int64), device=t.device) for p in positions]
 
 
-def _wrapped(index: Tensor, size: int) -> Tensor:
-    """An index tensor for an axis of `size`, checked (computed now) and with negative indices wrapped."""
-    _check_indices("index", index, size, negative=True)
-    return (index < 0).where(index + size, index)
+def _wrapped(index: Tensor, size: int) -> np.ndarray[Any, Any]:
+    """The values of an index tensor for an axis of `size` (computed now, and checked), negative ones wrapped."""
+    values = _check_indices("index", index, size, negative=True)
+    return np.where(values < 0, values + size, values)
 
 
 # --8<-- [start:take]
-def _take(x: Tensor, picks: list[tuple[int, Tensor]]) -> Tensor:
-    """Index tensors applied to the axes of x they are paired with: one gather by the flat position on those
-    axes (the index tensors broadcast together). As in PyTorch, the picked axes are replaced by the
-    broadcast shape where they were, if they were next to each other in x, and otherwise put first.
-    (numpy, counting integers as index arrays too, also puts them first in x[0, :, [1, 2]].)"""
+def _take(x: Tensor, picks: list[tuple[int, np.ndarray[Any, Any]]]) -> Tensor:
+    """Index arrays applied to the axes of x they are paired with: one gather by the flat position on those
+    axes (the arrays broadcast together, and are data already, so the flat positions are computed in numpy).
+    As in PyTorch, the picked axes are replaced by the broadcast shape where they were, if they were next to
+    each other in x, and otherwise put first. (numpy, counting integers as index arrays too, also puts them
+    first in x[0, :, [1, 2]].)"""
     axes = [a for a, _ in picks]
     rest = [a for a in range(x.ndim) if a not in axes]
-    sizes = [x.shape[a] for a in axes]
+    sizes = tuple(x.shape[a] for a in axes)
+    flat = np.ravel_multi_index(np.broadcast_arrays(*(p for _, p in picks)), sizes)
     n = prod(sizes)
     dt = dtypes.int32 if n <= dtypes.int32.max else dtypes.int64
-    flat: Tensor | None = None
-    for (_, index), size in zip(picks, sizes, strict=True):
-        flat = index.cast(dt) if flat is None else flat * size + index.cast(dt)
-    assert flat is not None
     values = x.permute(*rest, *axes).reshape(*(x.shape[a] for a in rest), *(1,) * flat.ndim, n)
-    out = _pick(values, flat.unsqueeze(-1) == Tensor.arange(n, dtype=dt, device=x.device))
+    index = Tensor(flat, dtype=dt, device=x.device).unsqueeze(-1)
+    out = _pick(values, index == Tensor.arange(n, dtype=dt, device=x.device))
     if axes != list(range(axes[0], axes[0] + len(axes))):
         return out.permute(*range(len(rest), out.ndim), *range(len(rest)))
     at = axes[0]  # the number of kept axes before the picked ones
