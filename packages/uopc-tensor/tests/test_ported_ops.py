@@ -8,6 +8,7 @@ Shapes keep distinct axis lengths, so a swapped axis cannot hide behind a square
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -445,3 +446,20 @@ def test_a_convolution_reads_a_computed_input_as_simply_as_a_loaded_one() -> Non
     pooled = Tensor(x).conv2d(w1, padding=1).relu().max_pool2d(2)  # lazy, as inside a model
     loaded = Tensor(Tensor(x).conv2d(w1, padding=1).relu().max_pool2d(2).numpy())
     assert index_arithmetic(pooled.conv2d(w2, padding=1)) == index_arithmetic(loaded.conv2d(w2, padding=1))
+
+
+def test_convolution_pooling_and_attention_refuse_what_does_not_fit() -> None:
+    x, w = Tensor(np.zeros((1, 4, 5, 5), np.float32)), Tensor(np.zeros((6, 2, 3, 3), np.float32))
+    for call, fragment in [
+        (lambda: x.conv2d(w), "do not fit groups=1"),
+        (lambda: x.conv2d(w, groups=2, bias=Tensor(np.zeros(4, np.float32))), "bias must have shape (6,)"),
+        (lambda: x.conv2d(Tensor(np.zeros((6, 4, 7, 7), np.float32))), "a window of 7 (dilation 1)"),
+        (lambda: x.conv2d(w, groups=2, padding="same", stride=2), "padding='same' needs stride 1"),
+        (lambda: x.conv2d(w, groups=2, stride=0), "stride must be a positive integer"),
+        (lambda: x[0, 0].conv2d(w), "needs images (N, C, H, W) or (C, H, W)"),
+        (lambda: x.max_pool2d(2, padding=2), "at most half the kernel"),
+        (lambda: x.scaled_dot_product_attention(x, x, Tensor([True]), is_causal=True), "not both"),
+    ]:
+        with pytest.raises(TensorError, match=re.escape(fragment)):
+            call()
+    same(Tensor(A).conv2d(Tensor(np.ones((2, 3, 1, 1), np.float32))), np.stack([A.sum(0)] * 2), exact=False)  # one image

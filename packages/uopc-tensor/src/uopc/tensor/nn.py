@@ -238,7 +238,6 @@ class Sequential(ModuleList):
 # --8<-- [end:containers]
 
 
-# --8<-- [start:activation-modules]
 class ReLU(Module):
     def forward(self, x: Tensor) -> Tensor:
         return x.relu()
@@ -324,9 +323,6 @@ class Flatten(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return x.flatten(self.start_dim, self.end_dim)
-
-
-# --8<-- [end:activation-modules]
 
 
 # --8<-- [start:conv-layers]

@@ -1245,15 +1245,12 @@ class Tensor(_CastMethods):
             return Tensor.full(self.shape, True, dtypes.bool, device=self.device)
         return self.abs() < math.inf  # false for inf and NaN
 
-    # --8<-- [start:erf]
     def erf(self) -> Tensor:
         """The error function, 2/sqrt(pi) times the integral of e^(-t^2) from 0 to x: its Taylor series
         below |x| = 2 and 1 - erfc(|x|), by Laplace's continued fraction, above (see `_erf_parts`)."""
         x, out = self._float_math()
         small, series, erfc = _erf_parts(x)
         return small.where(series, (x < 0).where(erfc - 1.0, 1.0 - erfc)).cast(out)
-
-    # --8<-- [end:erf]
 
     # --8<-- [start:more-activations]
     def leaky_relu(self, negative_slope: builtins.float = 0.01) -> Tensor:
@@ -1435,7 +1432,6 @@ class Tensor(_CastMethods):
         keep[d] = (0, k)
         return values.shrink(keep), indices.shrink(keep)
 
-    # --8<-- [start:multinomial]
     def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
         """Category indices (int32) drawn with probabilities proportional to this tensor's rows (1-D or 2-D),
         with uniform numbers from the generator that Tensor.manual_seed seeds.
@@ -1453,8 +1449,8 @@ class Tensor(_CastMethods):
         if not replacement and num_samples > (weights > 0).sum(-1).min():
             raise TensorError(f"multinomial: {num_samples} samples without replacement, but a row has fewer categories")
         p = Tensor(weights, dtype=dtypes.float64, device=self.device)
-        u = Tensor.rand(p.shape[0], num_samples, dtype=dtypes.float64, device=self.device)
         if replacement:
+            u = Tensor.rand(p.shape[0], num_samples, dtype=dtypes.float64, device=self.device)
             running = p.cumsum(-1)
             running = running / running[:, -1:]  # ends at exactly 1, above every uniform draw
             drawn = (u.unsqueeze(-1) >= running.unsqueeze(-2)).sum(-1)
@@ -1462,8 +1458,6 @@ class Tensor(_CastMethods):
             exponential = -(1.0 - Tensor.rand(*p.shape, dtype=dtypes.float64, device=self.device)).log()
             drawn = (exponential / p).topk(num_samples, -1, largest=False)[1]
         return drawn.cast(dtypes.int32).reshape(*self.shape[:-1], num_samples)
-
-    # --8<-- [end:multinomial]
 
     # ---- splitting and regrouping axes ----
     def split(self, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
@@ -1624,6 +1618,8 @@ class Tensor(_CastMethods):
                 f"conv2d: input channels {c_in} and weight {weight.shape} do not fit groups={groups} "
                 "(C_in must be groups * weight.shape[1], and C_out a multiple of groups)"
             )
+        if bias is not None and _tensor_arg("conv2d", bias).shape != (c_out,):
+            raise TensorError(f"conv2d: bias must have shape ({c_out},), one per output channel, got {bias.shape}")
         if not is_realized(x.uop):  # each element is read kH * kW times: compute it once, into a plain buffer
             x = x.contiguous()
         s, d = _pair("conv2d", "stride", stride), _pair("conv2d", "dilation", dilation)
