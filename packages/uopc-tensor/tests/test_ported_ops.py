@@ -462,4 +462,14 @@ def test_convolution_pooling_and_attention_refuse_what_does_not_fit() -> None:
     ]:
         with pytest.raises(TensorError, match=re.escape(fragment)):
             call()
-    same(Tensor(A).conv2d(Tensor(np.ones((2, 3, 1, 1), np.float32))), np.stack([A.sum(0)] * 2), exact=False)  # one image
+    one_image = Tensor(A).conv2d(Tensor(np.ones((2, 3, 1, 1), np.float32)))
+    same(one_image, np.stack([A.sum(0)] * 2), exact=False)
+
+
+def test_max_pool_sends_the_gradient_to_the_first_largest_element() -> None:
+    """As PyTorch does; the max reduction's own rule would share it among ties (a window of ReLU zeros).
+    (float32: gcc 12.2 crashes vectorizing this argmax kernel in float64, for a 2 x 4 image.)"""
+    x = Tensor(np.array([[[[0.0, 0.0, 1.0, 3.0], [0.0, 0.0, 3.0, 2.0]]]], np.float32), requires_grad=True)
+    x.max_pool2d(2).sum().backward()
+    assert x.grad is not None
+    np.testing.assert_array_equal(x.grad.numpy(), [[[[1, 0, 0, 1], [0, 0, 0, 0]]]])
