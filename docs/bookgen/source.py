@@ -100,7 +100,7 @@ def resolve(span: str) -> str | ValueError | None:
     that does not exist."""
     if found := _FILE_SPAN.match(span):
         name, test = found[1], found[2]
-        written = span.split("::")[0]  # a path given in full names its file, whose name may not be unique
+        written = span.partition("::")[0]  # a path given in full names its file, whose name may not be unique
         path = written if "/" in written and (ROOT / written).is_file() else _test_files().get(name)
         if path is None:
             return ValueError(f"`{span}` names {name}, which does not exist")
