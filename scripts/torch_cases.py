@@ -45,7 +45,8 @@ class CaseCount:
 
 def table(cases: Counter[str]) -> str:
     rows = ["| op | cases |", "| --- | ---: |", *(f"| {op} | {n} |" for op, n in sorted(cases.items()))]
-    return "\n".join([*rows, f"| total | {sum(cases.values())} |"]) + "\n"
+    totals = [f"| ops compared | {len(cases)} |", f"| total | {sum(cases.values())} |"]
+    return "\n".join([*rows, *totals]) + "\n"
 
 
 def main() -> int:

@@ -11,7 +11,7 @@ def smaller_versions(root: UOp) -> list[UOp]:
     out = []
     for node in reversed(root.toposort()):  # the root first: replacing it removes the most
         candidates = [s for s in node.src if s.shape == node.shape and s.dtype is node.dtype]
-        if node.shape is not None and node.scalar_dtype is node.dtype:
+        if node.scalar_dtype is node.dtype:  # a value, not a pointer
             dt = node.scalar_dtype
             zero = node.const_like(False if dt.is_bool else 0.0 if dt.is_float else 0)
             candidates.append(zero.reshape((1,) * len(node.shape)).expand(node.shape) if node.shape else zero)
