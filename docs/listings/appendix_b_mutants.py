@@ -31,4 +31,9 @@ for m in mutants.MUTANTS:
     shown = f"`{verdict}`" if verdict and verdict not in ("SURVIVED", "no verdict") else verdict or "not in that run"
     print(f"| `{m.name}` | {m.module} | {m.breaks.replace('|', '&#124;')} | {shown} |")
 run = stamp.read(LAST_RUN) if LAST_RUN.is_file() else None
-print(f"\n{len(mutants.MUTANTS)} mutants. The last run: {run.line() if run else 'none recorded yet'}.")
+if run is None:
+    print(f"\n{len(mutants.MUTANTS)} mutants in the catalogue; no full run recorded yet.")
+else:
+    summary = next(line for line in LAST_RUN.read_text().splitlines()[1:] if line.strip())
+    when = run.measured.strftime("%Y-%m-%d")
+    print(f"\n{len(mutants.MUTANTS)} mutants in the catalogue. The last full run ({run.commit}, {when}): {summary}.")
