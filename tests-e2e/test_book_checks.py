@@ -185,6 +185,15 @@ def test_test_and_script_references_resolve_or_are_reported() -> None:
         assert isinstance(source.resolve(dead), ValueError), dead
 
 
+def test_a_full_path_names_its_own_file_when_two_test_files_share_a_name() -> None:
+    """packages/uopc-backend-c/tests and packages/uopc-tensor/tests both hold a test_half_precision.py."""
+    tensor = "packages/uopc-tensor/tests/test_half_precision.py"
+    assert source.resolve(f"{tensor}::test_float16_sums_and_matmuls_count_past_2048") == tensor
+    backend = "packages/uopc-backend-c/tests/test_half_precision.py"
+    assert source.resolve(backend) == backend
+    assert isinstance(source.resolve(f"{backend}::test_float16_sums_and_matmuls_count_past_2048"), ValueError)
+
+
 def test_references_become_links_except_in_code_blocks() -> None:
     text = "See `test_uop.py`.\n\n```python\n`test_uop.py`\n```\n\nAnd `test_gone.py::test_x`."
     linked, problems = source.link_references(text, "book/01-uop-graph.md")

@@ -54,6 +54,9 @@ def test_every_solution_file_is_tested() -> None:
         "ch11_rmsprop",
         "ch12_confusion",
         "ch12_schedule",
+        "appendix_b_ieee_equal",
+        "appendix_b_shrink_graph",
+        "appendix_b_sum_width_mutant",
     }
     assert {p.stem for p in SOLUTIONS.glob("*.py")} == tested
 
@@ -427,3 +430,53 @@ def test_ch12_warmup_cosine_schedule_and_one_plan() -> None:
         opt.step(loss)
         made.append(PLANS.made - before)
     assert made[1:] == [0, 0, 0]
+
+
+def test_appendix_b_ieee_differences_see_nan_and_the_sign_of_zero() -> None:
+    import numpy as np
+
+    ieee_differences = load("appendix_b_ieee_equal").ieee_differences
+    ours = np.array([np.nan, -0.0, 0.0, 1.0, np.inf, -np.inf, 5e-324], np.float64)
+    theirs = np.array([np.nan, 0.0, 0.0, 1.0, np.inf, np.inf, 5e-324], np.float64)
+    assert ieee_differences(ours, theirs).tolist() == [False, True, False, False, False, True, False]
+    half = np.array([-0.0, np.nan, 65504], np.float16)
+    assert not ieee_differences(half, half.astype(np.float32)).any()  # the same values in another dtype
+    with pytest.raises(ValueError, match="shapes"):
+        ieee_differences(ours, theirs[:3])
+
+
+def test_appendix_b_shrink_keeps_the_failure_and_removes_what_it_can() -> None:
+    import numpy as np
+
+    solution = load("appendix_b_shrink_graph")
+
+    def truncating_mod_differs(g: UOp) -> bool:
+        """The check of a renderer that used C's %: it differs from the IR's floor % on a negative operand."""
+        for u in g.toposort():
+            if u.op is Ops.MOD:
+                a, b = (np.array(to_python(run(s))) for s in u.src)
+                if np.any((b != 0) & (np.fmod(a, np.where(b == 0, 1, b)) != np.mod(a, np.where(b == 0, 1, b)))):
+                    return True
+        return False
+
+    a = stack(3, -7, 2, 5)
+    program = ((a * 2 + 1) % 3).reshape((2, 2)).permute((1, 0)) + stack(stack(1, 1), stack(2, 2))
+    program = program.reduce(Ops.MAX, [1]) * 4
+    assert truncating_mod_differs(program)
+    small = solution.shrink(program, truncating_mod_differs)
+    assert truncating_mod_differs(small)
+    assert len(small.toposort()) < len(program.toposort()) // 2
+    assert small.shape == program.shape and small.dtype is program.dtype
+    size = len(small.toposort())
+    assert not any(truncating_mod_differs(c) for c in solution.smaller_versions(small) if len(c.toposort()) < size)
+    with pytest.raises(ValueError, match="nothing to shrink"):
+        solution.shrink(stack(1, 2), truncating_mod_differs)
+
+
+def test_appendix_b_a_new_mutant_applies_and_is_killed() -> None:
+    solution = load("appendix_b_sum_width_mutant")
+    mutant = solution.SUM_IN_OWN_WIDTH
+    assert mutant.mutated in solution.mutants.mutated_source(mutant)  # its snippet occurs exactly once
+    assert mutant.name not in solution.mutants.BY_NAME  # a new one, not a copy of the catalogue's
+    killer = solution.first_failure(mutant)
+    assert killer is not None and "test_integer_sums_take_numpy_s_width" in killer

@@ -100,7 +100,8 @@ def resolve(span: str) -> str | ValueError | None:
     that does not exist."""
     if found := _FILE_SPAN.match(span):
         name, test = found[1], found[2]
-        path = _test_files().get(name)
+        written = span.partition("::")[0]  # a path given in full names its file, whose name may not be unique
+        path = written if "/" in written and (ROOT / written).is_file() else _test_files().get(name)
         if path is None:
             return ValueError(f"`{span}` names {name}, which does not exist")
         if test is not None and test.split("::")[-1] not in _functions(path):

@@ -121,13 +121,13 @@ def _no_backend() -> None:
     get_backend("TPU")
 
 
-def _render_unknown_op() -> None:
+def _render_param() -> None:
     from uopc.backend.c import render_c
     from uopc.lower import Kernel
 
     i = range_(4, 0)
-    value = UOp(Ops.CONTIGUOUS, dtypes.float32, (UOp.define_global(0, 4).load(i),))
-    render_c(Kernel("k", sink(UOp.define_global(1, 4).store(i, value).end(i))))
+    store = UOp.define_global(0, 4).store(i, param(0, dtypes.float32))
+    render_c(Kernel("k", sink(UOp(Ops.END, dtypes.void, (store, i)))))
 
 
 def _compile_error() -> None:
@@ -200,7 +200,7 @@ TRIGGERS: dict[str, tuple[str, Callable[[], object]]] = {
     "LowerError": ("upcast by 3 an axis of size 4", _lower_bad_upcast),
     "LinearizeError": ("a STORE inside a loop that no END closes", _linearize_unclosed),
     "BackendNotFound": ('get_backend("TPU")', _no_backend),
-    "RenderError": ("a kernel that still holds a CONTIGUOUS node, which only the Tensor library means", _render_unknown_op),
+    "RenderError": ("a hand-built kernel that stores a PARAM, which only a CALL's body holds", _render_param),
     "CompileError": ("C source that uses an undefined name", _compile_error),
     "CacheError": ("a kernel cache folder that every user may write", _cache_others_can_write),
     "ArgumentError": ('Program(source, "shift") where the source defines only scale', _missing_function),

@@ -474,7 +474,7 @@ def test_log_softmax_keeps_its_precision_at_large_magnitudes(monkeypatch: pytest
     """x - logsumexp(x) cancels: at |x| = 1e8 float32's spacing is 8, so logsumexp's log(2) is lost and
     the result was 0; (x - max) - log(sum(exp(x - max))) subtracts before the magnitudes meet. Built
     without -fassociative-math, which would let gcc regroup it into x - (max + log(...)) again
-    (notebook 80): the formula is what this test pins."""
+    (notebook 70): the formula is what this test pins."""
     monkeypatch.setenv("CFLAGS", DEFAULT_CFLAGS.replace("-fassociative-math", ""))
     monkeypatch.setattr(realize, "PLANS", PlanCache())  # no executable built under other flags
     a = np.array([[1e8, 1e8, 1e8 - 8], [-1e8, -1e8, -1e8]], np.float32)
