@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from uopc.ir import DType, Ops, UOp, dtypes, exec_alu, range_, round_to, run, sink, stack, to_python
 from uopc.ir.uop import ConstValue
-from uopc.lower import Opts, apply_opts, linearize, rangeify
+from uopc.lower import Opts, apply_opts, linear_order, rangeify
 
 Buffers = dict[int, list[ConstValue]]
 
@@ -144,7 +144,7 @@ def lower_and_interpret(
     if opts is not None:
         kernel = apply_opts(kernel, opts)
     out: list[ConstValue] = [-12345] * value.size  # a sentinel: every element must be written
-    interpret(linearize(kernel), {**dict(enumerate(list(x) for x in inputs)), slot: out})
+    interpret(linear_order(kernel), {**dict(enumerate(list(x) for x in inputs)), slot: out})
     return out
 
 
@@ -174,7 +174,7 @@ def test_interpreter_runs_a_hand_built_loop() -> None:
     src, dst = UOp.define_global(0, 4), UOp.define_global(1, 4)
     kernel = sink(dst.store(i, src.load(i) * 3.0).end(i))
     out: list[ConstValue] = [0.0] * 4
-    interpret(linearize(kernel), {0: [1.0, 2.0, 3.0, 4.0], 1: out})
+    interpret(linear_order(kernel), {0: [1.0, 2.0, 3.0, 4.0], 1: out})
     assert out == [3.0, 6.0, 9.0, 12.0]
 
 

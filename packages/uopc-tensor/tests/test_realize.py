@@ -14,8 +14,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from uopc.tensor import Tensor
-from uopc.tensor.realize import PLANS
+from uopc.tensor import Tensor, realizer
 
 Array = npt.NDArray[Any]
 
@@ -67,7 +66,7 @@ def test_training_steps_after_the_first_build_nothing(kernel_cache: Path) -> Non
         params = [p.requires_grad_() for p in new]
         ref, ref_loss = mlp_step_numpy(ref, x, y, lr)
         assert loss.item() == pytest.approx(ref_loss, rel=1e-4)
-        made.append(PLANS.made)
+        made.append(realizer.plans.made)
         libraries.append(len(list(kernel_cache.rglob("*.so"))))
     for p, r in zip(params, ref, strict=True):
         np.testing.assert_allclose(p.numpy(), r, rtol=1e-3, atol=1e-4)
@@ -81,14 +80,14 @@ def test_the_same_graph_on_new_data_reuses_its_plan() -> None:
         return (Tensor(a).softmax(0) * 3).numpy(), a
 
     run(0)
-    before = PLANS.made
+    before = realizer.plans.made
     for seed in (1, 2, 3):
         got, a = run(seed)
         e = np.exp(a - a.max(0))
         np.testing.assert_allclose(got, e / e.sum(0) * 3, rtol=1e-5)
-    assert PLANS.made == before
+    assert realizer.plans.made == before
     Tensor(np.zeros((9, 7), np.float32)).softmax(0).numpy()  # another shape is another plan
-    assert PLANS.made == before + 1
+    assert realizer.plans.made == before + 1
 
 
 # ---- DEBUG levels ----
