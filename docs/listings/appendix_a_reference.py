@@ -102,10 +102,10 @@ def _rewrite_cycle() -> None:
 
 
 def _linearize_unclosed() -> None:
-    from uopc.lower import linearize
+    from uopc.lower import linear_order
 
     i = range_(4, 0)
-    linearize(sink(UOp.define_global(0, 4).store(i, UOp.const(1.0))))
+    linear_order(sink(UOp.define_global(0, 4).store(i, UOp.const(1.0))))
 
 
 def _lower_bad_upcast() -> None:
@@ -121,13 +121,13 @@ def _no_backend() -> None:
     get_backend("TPU")
 
 
-def _render_bfloat16() -> None:
+def _render_param() -> None:
     from uopc.backend.c import render_c
-    from uopc.lower import Kernel, rangeify
+    from uopc.lower import Kernel, linearize
 
-    x = UOp.buffer(0, 4)
-    value = x.cast(dtypes.bfloat16).cast(dtypes.float32) + 1.0
-    render_c(Kernel("k", rangeify([(UOp.buffer(1, 4), value)])))
+    i = range_(4, 0)
+    store = UOp.define_global(0, 4).store(i, param(0, dtypes.float32))
+    render_c(linearize(Kernel("k", sink(UOp(Ops.END, dtypes.void, (store, i))))))
 
 
 def _compile_error() -> None:
@@ -200,7 +200,7 @@ TRIGGERS: dict[str, tuple[str, Callable[[], object]]] = {
     "LowerError": ("upcast by 3 an axis of size 4", _lower_bad_upcast),
     "LinearizeError": ("a STORE inside a loop that no END closes", _linearize_unclosed),
     "BackendNotFound": ('get_backend("TPU")', _no_backend),
-    "RenderError": ("a kernel that computes in bfloat16", _render_bfloat16),
+    "RenderError": ("a hand-built kernel that stores a PARAM, which only a CALL's body holds", _render_param),
     "CompileError": ("C source that uses an undefined name", _compile_error),
     "CacheError": ("a kernel cache folder that every user may write", _cache_others_can_write),
     "ArgumentError": ('Program(source, "shift") where the source defines only scale', _missing_function),

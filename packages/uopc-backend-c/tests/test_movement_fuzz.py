@@ -18,9 +18,10 @@ import pytest
 
 from uopc.backend.c import CExecutable
 from uopc.ir import UOp, dtypes
-from uopc.lower import Kernel, Step, rangeify
+from uopc.lower import Kernel, rangeify
+from uopc.lower import Step as PlanStep
 
-Build = Callable[[Sequence[Kernel], Sequence[Step]], CExecutable]
+Build = Callable[[Sequence[Kernel], Sequence[PlanStep]], CExecutable]
 
 Array = npt.NDArray[Any]
 Rng = np.random.Generator
