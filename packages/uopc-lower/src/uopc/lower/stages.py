@@ -1,6 +1,6 @@
 """The stages of the pipeline, as plain immutable values: what each arrow of the compiler takes and returns.
 
-    graph --make_plan--> Plan --(each Kernel, with its Opts)--> linearize --> LinearProgram
+    graph --make_plan--> Plan, whose Kernels each carry their Opts --linearize--> LinearProgram
           --Renderer.render--> Source --Compiler.compile--> Binary --Runtime.load--> Executable
 
 A stage holds everything the next arrow needs, so no arrow reaches back into an earlier one: a renderer gets
