@@ -50,5 +50,5 @@ def test_an_unknown_name_lists_the_installed_backends(registered: list[FakeEntry
 def test_an_entry_point_that_is_not_a_backend_is_refused(registered: list[FakeEntryPoint]) -> None:
     """A class registered the old way (instantiated by the caller) is named, not called."""
     registered.append(FakeEntryPoint("OLD", Parts))
-    with pytest.raises(BackendNotFound, match="names <class .*Parts'>, which is not a Backend"):
+    with pytest.raises(BackendNotFound, match=r"names <class .*Parts.>, which is not a Backend"):
         get_backend("OLD")
