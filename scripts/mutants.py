@@ -273,6 +273,22 @@ MUTANTS: list[Mutant] = [
         LOWER_TESTS,
         "the plan cache drops the plan made first, not the one used least recently",
     ),
+    Mutant(
+        "linearize_ignores_opts",
+        LOWER + "linearize.py",
+        "ast = apply_opts(kernel.ast, kernel.opts)",
+        "ast = kernel.ast",
+        LOWER_TESTS,
+        "linearize orders the kernel's graph without its opts: every kernel runs as plain loops",
+    ),
+    Mutant(
+        "strided_axes_inverted",
+        LOWER + "opt.py",
+        "return frozenset(r.arg.axis for r, strided in _reduce_loads(kernel) if strided)",
+        "return frozenset(r.arg.axis for r, strided in _reduce_loads(kernel) if not strided)",
+        LOWER_TESTS,
+        "the linear program names the contiguous reduce axes as strided: the renderer vectorizes the wrong loops",
+    ),
     # ---- uopc-backend-c: the C renderer ----
     Mutant(
         "loop_skips_first",
@@ -322,6 +338,14 @@ MUTANTS: list[Mutant] = [
         '("max", "float"): "return a > b ? a : b;",',
         (C_T + "test_reduce.py", "-k", "nan"),
         "float max ignores a NaN in its first operand (numpy's max returns NaN)",
+    ),
+    Mutant(
+        "tile_hint_ignored",
+        C + "render.py",
+        "return tile >= 4 and bool(program.strided_axes)",
+        "return tile >= 4",
+        (C_T + "test_gemm.py", "-k", "register_tiles"),
+        "every register tile turns gcc's loop vectorizer off, also where its loads are contiguous",
     ),
     # ---- uopc-backend-c: the kernel cache, checked calls, plans ----
     Mutant(

@@ -111,3 +111,16 @@ def test_threaded_accumulators_are_declared_inside_the_parallel_loop() -> None:
 def test_unrolled_reduce_loop_runs_fewer_iterations() -> None:
     source = render_c(linearize(gemm_kernel(8, 16, 8, Opts(unroll={2: 4}))))
     assert "ridx2 < 4;" in source and source.count("= data0[") == 4
+
+
+def test_register_tiles_over_strided_loads_ask_gcc_not_to_vectorize_loops() -> None:
+    """The hint travels in the linear program (strided_axes): gcc vectorizes such a tile's straight-line code
+    ten times better than a reduce loop built from scattered elements (notebook entry 31)."""
+    attribute = '"no-tree-loop-vectorize"'
+    strided = gemm_kernel(8, 8, 8, Opts(upcast={0: 2, 1: 2}))  # B is read down its columns: a stride of n
+    assert attribute in render_c(linearize(strided))
+    assert attribute not in render_c(linearize(gemm_kernel(8, 8, 8, Opts())))  # no tile: the loop is all there is
+    a = UOp.buffer(0, 64).reshape((8, 1, 8)).expand((8, 8, 8))
+    b_transposed = UOp.buffer(1, 64).reshape((1, 8, 8)).expand((8, 8, 8))  # A @ B.T: both read along k
+    contiguous = rangeify([(UOp.buffer(2, 64), (a * b_transposed).sum([2]).reshape((8, 8)))])
+    assert attribute not in render_c(linearize(Kernel("k", contiguous, Opts(upcast={0: 2, 1: 2}))))
