@@ -279,6 +279,22 @@ MUTANTS: list[Mutant] = [
         LOWER_TESTS,
         "the plan cache drops the plan made first, not the one used least recently",
     ),
+    Mutant(
+        "linearize_ignores_opts",
+        LOWER + "linearize.py",
+        "ast = apply_opts(kernel.ast, kernel.opts)",
+        "ast = kernel.ast",
+        LOWER_TESTS,
+        "linearize orders the kernel's graph without its opts: every kernel runs as plain loops",
+    ),
+    Mutant(
+        "strided_axes_inverted",
+        LOWER + "opt.py",
+        "return frozenset(r.arg.axis for r, strided in _reduce_loads(kernel) if strided)",
+        "return frozenset(r.arg.axis for r, strided in _reduce_loads(kernel) if not strided)",
+        LOWER_TESTS,
+        "the linear program names the contiguous reduce axes as strided: the renderer vectorizes the wrong loops",
+    ),
     # ---- uopc-backend-c: the C renderer ----
     Mutant(
         "loop_skips_first",
@@ -329,6 +345,14 @@ MUTANTS: list[Mutant] = [
         (C_T + "test_reduce.py", "-k", "nan"),
         "float max ignores a NaN in its first operand (numpy's max returns NaN)",
     ),
+    Mutant(
+        "tile_hint_ignored",
+        C + "render.py",
+        "return tile >= 4 and bool(program.strided_axes)",
+        "return tile >= 4",
+        (C_T + "test_gemm.py", "-k", "register_tiles"),
+        "every register tile turns gcc's loop vectorizer off, also where its loads are contiguous",
+    ),
     # ---- uopc-backend-c: the kernel cache, checked calls, plans ----
     Mutant(
         "cache_key_ignores_cflags",
@@ -341,8 +365,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "cache_trusts_file_name",
         C + "compiler.py",
-        "return _digest(f.read()) == path.name[4:-3]",
-        "return path.is_file()",
+        "return data if _digest(data) == path.name[4:-3] else None",
+        "return data",
         CACHE_TESTS,
         "a cached library is trusted because it is there, not because its bytes hash to its name",
     ),
@@ -364,7 +388,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "plan_buffer_last_size",
-        C + "backend.py",
+        C + "runtime.py",
         "size[b] = max(size.get(b, 0), p.size)",
         "size[b] = p.size",
         EXECUTABLE_TESTS,
@@ -372,7 +396,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "run_kernel_all_const",
-        C + "backend.py",
+        C + "runtime.py",
         "[CParam(p.name, p.dtype, p.size, p.slot not in k.written) for p in k.params]",
         "[CParam(p.name, p.dtype, p.size, True) for p in k.params]",
         EXECUTABLE_TESTS,

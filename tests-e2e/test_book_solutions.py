@@ -182,11 +182,11 @@ def test_ch05_saxpy_computes_and_refuses_bad_arrays() -> None:
 
 
 def test_ch06_executions_count_hoisted_work() -> None:
-    from uopc.lower import linearize, rangeify
+    from uopc.lower import linear_order, rangeify
 
     executions = load("ch06_executions").executions
     x = UOp.buffer(0, 3).reshape((3, 1)).expand((3, 4))
-    program = linearize(rangeify([(UOp.buffer(2, 12), x * UOp.buffer(1, 12).reshape((3, 4)))]))
+    program = linear_order(rangeify([(UOp.buffer(2, 12), x * UOp.buffer(1, 12).reshape((3, 4)))]))
     runs = executions(program)
     by_slot = {u.src[0].arg.slot: runs[u] for u in program if u.op is Ops.LOAD}
     assert by_slot == {0: 3, 1: 12}  # x[i] once per row, y[i, j] once per element
@@ -195,31 +195,32 @@ def test_ch06_executions_count_hoisted_work() -> None:
 
 
 def test_ch06_accumulator_scopes() -> None:
-    from uopc.lower import Opts, apply_opts, linearize, rangeify
+    from uopc.lower import Opts, apply_opts, linear_order, rangeify
 
     scopes = load("ch06_acc_scopes").accumulator_scopes
     a = UOp.buffer(0, 4 * 8).reshape((4, 1, 8)).expand((4, 6, 8))
     b = UOp.buffer(1, 8 * 6).reshape((8, 6)).permute((1, 0)).reshape((1, 6, 8)).expand((4, 6, 8))
     gemm = rangeify([(UOp.buffer(2, 24), (a * b).sum([2]).reshape((4, 6)))])
-    assert scopes(linearize(gemm)) == [["idx0", "idx1"]]
-    assert scopes(linearize(apply_opts(gemm, Opts(thread=1, upcast={0: 2})))) == [["tidx1", "idx0"]] * 2
+    assert scopes(linear_order(gemm)) == [["idx0", "idx1"]]
+    assert scopes(linear_order(apply_opts(gemm, Opts(thread=1, upcast={0: 2})))) == [["tidx1", "idx0"]] * 2
     x = UOp.buffer(0, 12).reshape((3, 4))
     rows = rangeify([(UOp.buffer(1, 3), (x.sum([1]) + x.reduce(Ops.MAX, [1])).reshape((3,)))])
-    assert scopes(linearize(rows)) == [["idx0"], ["idx0"]]
+    assert scopes(linear_order(rows)) == [["idx0"], ["idx0"]]
 
 
 def test_ch07_roll_matches_numpy() -> None:
     import numpy as np
 
-    from uopc.backend.c import CExecutable
-    from uopc.lower import Kernel, rangeify
+    from uopc.backend.c import C_BACKEND
+    from uopc.lower import Kernel, linearize, rangeify
 
     roll = load("ch07_roll").roll
     shifts = [-6, -1, 0, 1, 2, 4, 5, 13]
     kernels = [
         Kernel(f"roll_{n}", rangeify([(UOp.buffer(1, 5), roll(UOp.buffer(0, 5), s))])) for n, s in enumerate(shifts)
     ]
-    exe = CExecutable(kernels, [])
+    programs = [linearize(k) for k in kernels]
+    exe = C_BACKEND.runtime.load(C_BACKEND.compiler.compile(C_BACKEND.renderer.render(programs, [])), programs, [])
     x = np.arange(1, 6, dtype=np.float32)
     for n, s in enumerate(shifts):
         out = np.zeros(5, np.float32)
@@ -362,8 +363,7 @@ def test_ch11_sequential_names_and_applies_its_layers() -> None:
 def test_ch11_rmsprop_matches_torch_algorithm_in_one_plan() -> None:
     import numpy as np
 
-    from uopc.tensor import Tensor
-    from uopc.tensor.realize import PLANS
+    from uopc.tensor import Tensor, realizer
 
     RMSprop = load("ch11_rmsprop").RMSprop
     start = np.array([1.0, -2.0, 0.5], np.float32)
@@ -375,9 +375,9 @@ def test_ch11_rmsprop_matches_torch_algorithm_in_one_plan() -> None:
         loss = (p - Tensor(target.astype(np.float32))).square().sum()
         opt.zero_grad()
         loss.backward()
-        before = PLANS.made
+        before = realizer.plans.made
         opt.step(loss)
-        made.append(PLANS.made - before)
+        made.append(realizer.plans.made - before)
         g = 2 * (ref - target)
         v = 0.99 * v + 0.01 * g * g
         ref = ref - 0.1 * g / (np.sqrt(v) + 1e-8)
@@ -407,9 +407,8 @@ def test_ch12_warmup_cosine_schedule_and_one_plan() -> None:
 
     import numpy as np
 
-    from uopc.tensor import Tensor
+    from uopc.tensor import Tensor, realizer
     from uopc.tensor.optim import AdamW
-    from uopc.tensor.realize import PLANS
 
     schedule = load("ch12_schedule").warmup_cosine
     rates = [schedule(1.0, s, 10, 4) for s in range(10)]
@@ -426,9 +425,9 @@ def test_ch12_warmup_cosine_schedule_and_one_plan() -> None:
         loss = (p * p).sum()
         opt.zero_grad()
         loss.backward()
-        before = PLANS.made
+        before = realizer.plans.made
         opt.step(loss)
-        made.append(PLANS.made - before)
+        made.append(realizer.plans.made - before)
     assert made[1:] == [0, 0, 0]
 
 

@@ -24,7 +24,7 @@ import pytest
 
 from uopc.backend.c import Program, render_c
 from uopc.ir import DType, Ops, UOp, dtypes, run, stack, to_python
-from uopc.lower import Kernel, rangeify
+from uopc.lower import Kernel, linearize, rangeify
 from uopc.tensor import Tensor
 
 Array = npt.NDArray[Any]
@@ -135,7 +135,7 @@ def by_interpreter(program: UOp) -> Array:
 
 def by_rangeify_and_c(program: UOp) -> Array:
     out = UOp.buffer(0, program.size, program.scalar_dtype)
-    source = render_c(Kernel("three_way", rangeify([(out, program)])))
+    source = render_c(linearize(Kernel("three_way", rangeify([(out, program)]))))
     result = np.zeros(program.size, program.scalar_dtype.np_name)
     Program(source, "three_way")(result)
     return result.reshape(program.shape)

@@ -102,10 +102,10 @@ def _rewrite_cycle() -> None:
 
 
 def _linearize_unclosed() -> None:
-    from uopc.lower import linearize
+    from uopc.lower import linear_order
 
     i = range_(4, 0)
-    linearize(sink(UOp.define_global(0, 4).store(i, UOp.const(1.0))))
+    linear_order(sink(UOp.define_global(0, 4).store(i, UOp.const(1.0))))
 
 
 def _lower_bad_upcast() -> None:
@@ -123,11 +123,11 @@ def _no_backend() -> None:
 
 def _render_param() -> None:
     from uopc.backend.c import render_c
-    from uopc.lower import Kernel
+    from uopc.lower import Kernel, linearize
 
     i = range_(4, 0)
     store = UOp.define_global(0, 4).store(i, param(0, dtypes.float32))
-    render_c(Kernel("k", sink(UOp(Ops.END, dtypes.void, (store, i)))))
+    render_c(linearize(Kernel("k", sink(UOp(Ops.END, dtypes.void, (store, i))))))
 
 
 def _compile_error() -> None:

@@ -112,12 +112,12 @@ def test_the_optimizer_setting_is_part_of_the_plan_key() -> None:
     a, b = buf(1, 16, 1, 16), buf(2, 1, 16, 16)
     graph, _ = normalize([(a.expand((16, 16, 16)) * b.expand((16, 16, 16))).sum([2])])
     optimized, plain = make_plan(graph, opt=True), make_plan(graph, opt=False)
-    assert [k.ast for k in optimized.kernels] != [k.ast for k in plain.kernels]  # the opts change this graph
+    assert optimized.kernels != plain.kernels  # the opts change this kernel
     cache = PlanCache()
     cache.get(graph, opt=True)
     got, new = cache.get(graph, opt=False)
     assert new
-    assert [k.ast for k in got.kernels] == [k.ast for k in plain.kernels]
+    assert got.kernels == plain.kernels
 
 
 def test_the_plan_used_least_recently_is_dropped_first() -> None:

@@ -20,9 +20,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from uopc.tensor import Tensor, TensorError, dtypes
+from uopc.tensor import Tensor, TensorError, dtypes, realizer
 from uopc.tensor.nn import CheckpointError, Dropout, Embedding, LayerNorm, Linear, Module, load, save
-from uopc.tensor.realize import PLANS
 
 F64 = npt.NDArray[np.float64]
 Array = npt.NDArray[Any]
@@ -243,7 +242,7 @@ def test_dropout_in_training_zeros_about_p_and_scales_the_rest() -> None:
     drop = Dropout(0.25)
     Tensor.manual_seed(7)
     y = drop(Tensor(x)).numpy()
-    made = PLANS.made
+    made = realizer.plans.made
     kept = y != 0
     assert np.mean(~kept) == pytest.approx(0.25, abs=0.02)  # 20,000 draws: 6 standard deviations
     np.testing.assert_allclose(y[kept], x[kept] / 0.75, rtol=1e-6)
@@ -251,7 +250,7 @@ def test_dropout_in_training_zeros_about_p_and_scales_the_rest() -> None:
     Tensor.manual_seed(7)
     np.testing.assert_array_equal(drop(Tensor(x)).numpy(), y)
     again = drop(Tensor(x)).numpy()
-    assert PLANS.made == made
+    assert realizer.plans.made == made
     assert np.mean((again != 0) != kept) > 0.2
 
 

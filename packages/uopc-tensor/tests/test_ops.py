@@ -18,7 +18,7 @@ import pytest
 
 from uopc.backend.c.compiler import DEFAULT_CFLAGS
 from uopc.lower import PlanCache
-from uopc.tensor import Tensor, dtypes, realize
+from uopc.tensor import Tensor, dtypes, realizer
 
 pytestmark = pytest.mark.sanitize  # rerun with kernels under ASan and UBSan (hatch env sanitize)
 
@@ -476,7 +476,7 @@ def test_log_softmax_keeps_its_precision_at_large_magnitudes(monkeypatch: pytest
     without -fassociative-math, which would let gcc regroup it into x - (max + log(...)) again
     (notebook 70): the formula is what this test pins."""
     monkeypatch.setenv("CFLAGS", DEFAULT_CFLAGS.replace("-fassociative-math", ""))
-    monkeypatch.setattr(realize, "PLANS", PlanCache())  # no executable built under other flags
+    monkeypatch.setattr(realizer, "plans", PlanCache())  # no executable built under other flags
     a = np.array([[1e8, 1e8, 1e8 - 8], [-1e8, -1e8, -1e8]], np.float32)
     check(Tensor(a).log_softmax(-1), log_softmax_ref(a.astype(np.float64), -1).astype(np.float32), rtol=1e-6)
 

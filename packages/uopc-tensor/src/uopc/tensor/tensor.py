@@ -13,7 +13,6 @@ import functools
 import math
 import operator
 import os
-import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar, TypeAlias, TypeGuard, cast
 
@@ -23,7 +22,7 @@ from uopc.ir import DType, Ops, UOp, dtypes, promote, round_to
 from uopc.ir.uop import prod
 from uopc.lower import get_backend
 from uopc.tensor.autodiff import compute_gradients
-from uopc.tensor.realize import BUFFERS, COMPUTED, new_buffer, realize
+from uopc.tensor.realize import realize, realizer
 
 Scalar: TypeAlias = bool | int | float
 Operand: TypeAlias = "Tensor | Scalar | np.generic[Any]"
@@ -139,8 +138,6 @@ class Tensor:
 
     _rng: ClassVar[np.random.Generator] = np.random.default_rng()
     _grad_enabled: ClassVar[bool] = True
-    _leaves: ClassVar[weakref.WeakValueDictionary[int, Tensor]] = weakref.WeakValueDictionary()
-    """Leaves by id: a WeakSet would compare two tensors with ==, which is elementwise."""
 
     def __init__(
         self,
@@ -253,7 +250,7 @@ class Tensor:
             self.realize()
         self.requires_grad = value
         if value:
-            Tensor._leaves[id(self)] = self
+            realizer.leaves[id(self)] = self
         return self
 
     def _derive(self, uop: UOp, *sources: Tensor) -> Tensor:
@@ -271,13 +268,13 @@ class Tensor:
     # ---- realizing ----
     def realize(self, *others: Tensor) -> Tensor:
         """Compute this tensor (and `others`, in the same plan) now; returns self."""
-        todo = [t for t in (self, *others) if not is_realized(t.uop) and t.uop not in COMPUTED]
+        todo = [t for t in (self, *others) if not is_realized(t.uop) and t.uop not in realizer.computed]
         for device in {t.device for t in todo}:
             group = [t for t in todo if t.device == device]
             for t, buf in zip(group, realize([t.uop for t in group], device), strict=True):
                 value = buf if t.shape == buf.shape else buf.reshape(t.shape)
                 if t.requires_grad:  # keep the graph, so that backward() still reaches the leaves through it
-                    COMPUTED[t.uop] = value
+                    realizer.computed[t.uop] = value
                 else:
                     t.uop = value
         return self
@@ -287,10 +284,10 @@ class Tensor:
         if self.dtype is dtypes.bfloat16:
             return self.cast(dtypes.float32).numpy()
         self.realize()
-        backend = get_backend(self.device)
-        value = COMPUTED.get(self.uop, self.uop)
+        runtime = get_backend(self.device).runtime
+        value = realizer.computed.get(self.uop, self.uop)
         base = value if value.op is Ops.BUFFER else value.src[0]
-        return np.array(backend.to_numpy(BUFFERS[base]), copy=True).reshape(self.shape)
+        return np.array(runtime.to_numpy(realizer.buffers[base]), copy=True).reshape(self.shape)
 
     # --8<-- [end:tensor-realize]
 
@@ -352,7 +349,7 @@ class Tensor:
         if not self.requires_grad:  # there would be no gradient anywhere, and nothing would say so
             raise TensorError("backward(): the loss depends on no tensor that requires grad, or was made in no_grad")
         in_graph = set(self.uop.toposort())
-        leaves = [t for t in Tensor._leaves.values() if t.requires_grad and t.uop in in_graph]
+        leaves = [t for t in realizer.leaves.values() if t.requires_grad and t.uop in in_graph]
         grads = compute_gradients(self.uop, [t.uop for t in leaves])
         for t in leaves:
             if t.uop in grads:
@@ -632,7 +629,7 @@ class Tensor:
                 f"{op}: the result, {new.dtype.name} of shape {new.shape}, would not fit the tensor, "
                 f"{self.dtype.name} of shape {self.shape}; write t = t {op[:-1]} x for a new tensor"
             )
-        leaf = self.requires_grad and Tensor._leaves.get(id(self)) is self
+        leaf = self.requires_grad and realizer.leaves.get(id(self)) is self
         if leaf and Tensor._grad_enabled:
             raise TensorError(f"{op} on a leaf that requires grad: update it inside `with Tensor.no_grad():`")
         self.uop = new.realize().uop if leaf else new.uop  # a leaf stays a buffer, as requires_grad_ made it
@@ -1273,7 +1270,7 @@ def _buffer_from(data: Any, dtype: DType | None, device: str) -> UOp:
     if dtype is dtypes.bfloat16:  # numpy has no bfloat16: the data becomes float32, and a kernel rounds it
         return _buffer_from(data, dtypes.float32, device).cast(dtypes.bfloat16)
     arr, dt = _numpy_dtype(data, dtype)
-    buf = new_buffer(get_backend(device).from_numpy(arr), dt)
+    buf = realizer.new_buffer(get_backend(device).runtime.from_numpy(arr), dt)
     return buf.reshape(arr.shape) if arr.shape != (arr.size,) else buf
 
 
