@@ -22,8 +22,7 @@ from types import ModuleType
 
 import numpy as np
 
-import uopc.ir.uop
-from uopc.ir import Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite, param, parse, range_, run, sink
+from uopc.ir import Ops, PatternMatcher, UOp, UopcError, UPat, dtypes, graph_rewrite, param, parse, range_, run, sink
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 PACKAGES = ["uopc.ir", "uopc.lower", "uopc.backend.c", "uopc.backend.cuda", "uopc.tensor"]
@@ -121,13 +120,11 @@ def _no_backend() -> None:
     get_backend("TPU")
 
 
-def _render_bfloat16() -> None:
-    from uopc.backend.c import render_c
+def _render_keyword_name() -> None:
+    from uopc.backend.c import batch_source
     from uopc.lower import Kernel, rangeify
 
-    x = UOp.buffer(0, 4)
-    value = x.cast(dtypes.bfloat16).cast(dtypes.float32) + 1.0
-    render_c(Kernel("k", rangeify([(UOp.buffer(1, 4), value)])))
+    batch_source([Kernel("double", rangeify([(UOp.buffer(1, 4), UOp.buffer(0, 4) * 2.0)]))], [])
 
 
 def _compile_error() -> None:
@@ -200,7 +197,7 @@ TRIGGERS: dict[str, tuple[str, Callable[[], object]]] = {
     "LowerError": ("upcast by 3 an axis of size 4", _lower_bad_upcast),
     "LinearizeError": ("a STORE inside a loop that no END closes", _linearize_unclosed),
     "BackendNotFound": ('get_backend("TPU")', _no_backend),
-    "RenderError": ("a kernel that computes in bfloat16", _render_bfloat16),
+    "RenderError": ('a kernel named "double", a C keyword', _render_keyword_name),
     "CompileError": ("C source that uses an undefined name", _compile_error),
     "CacheError": ("a kernel cache folder that every user may write", _cache_others_can_write),
     "ArgumentError": ('Program(source, "shift") where the source defines only scale', _missing_function),
@@ -225,9 +222,23 @@ def example_message(cls: type[BaseException]) -> tuple[str, str]:
     raise SystemExit(f"appendix A: the trigger for {cls.__name__} raised nothing")
 
 
+def hierarchy() -> str:
+    """The base class, and the tree of its subclasses as the docstring of its module draws it."""
+    module = importlib.import_module(UopcError.__module__)
+    doc = inspect.cleandoc(module.__doc__ or "")
+    tree = "\n".join(line[4:] for line in doc.splitlines() if line.startswith("    "))
+    base = inspect.cleandoc(UopcError.__doc__ or "")
+    return (
+        f"### `UopcError`\n\n`{UopcError.__module__}.UopcError`. {base} Every class below derives from it, and "
+        f"from the builtin exception in the second column:\n\n```text\n{tree}\n```\n"
+    )
+
+
 def errors_section() -> str:
-    parts = []
+    parts = [hierarchy()]
     for cls in error_classes():
+        if cls is UopcError:
+            continue
         bases = ", ".join(f"`{b.__name__}`" for b in cls.__bases__)
         doc = inspect.cleandoc(cls.__dict__.get("__doc__") or "")
         what, message = example_message(cls)
@@ -312,7 +323,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         os.environ["UOPC_DATA"] = scratch  # the dataset example must not touch the reader's data folder
         print("## A.1 Ops\n")
-        print(f"The `Ops` enum of `{uopc.ir.uop.__name__}`, in its order, with the comment each member carries.\n")
+        print(f"The `Ops` enum of `{Ops.__module__}`, in its order, with the comment each member carries.\n")
         print(ops_section())
         print("\n## A.2 Errors\n")
         print(errors_section())

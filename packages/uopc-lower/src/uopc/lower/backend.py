@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, Protocol
 
-from uopc.ir import DType, Ops, UOp
+from uopc.ir import DType, Ops, UOp, UopcError
 from uopc.lower.linearize import linearize
+from uopc.lower.rangeify import LowerError
 
 
 # --8<-- [start:params]
@@ -39,7 +40,7 @@ def kernel_params(kernel: UOp) -> tuple[Param, ...]:
         if u.op is Ops.DEFINE_GLOBAL
     }
     if sorted(found) != list(range(len(found))):
-        raise ValueError(f"kernel parameters must be numbered 0..n-1 with no gap, got slots {sorted(found)}")
+        raise LowerError(f"kernel parameters must be numbered 0..n-1 with no gap, got slots {sorted(found)}")
     return tuple(found[s] for s in sorted(found))
 
 
@@ -127,8 +128,8 @@ class Backend(Protocol):
 # --8<-- [end:backend-protocol]
 
 
-class BackendNotFound(LookupError):
-    pass
+class BackendNotFound(UopcError, LookupError):
+    """No backend is registered under the name asked for; says which are installed."""
 
 
 @functools.cache

@@ -12,10 +12,22 @@ import heapq
 from collections.abc import Iterable
 from typing import Any
 
-from uopc.ir import DType, Ops, PatternMatcher, UOp, UPat, accumulator_dtype, dtypes, graph_rewrite, round_to, toposort
+from uopc.ir import (
+    DType,
+    Ops,
+    PatternMatcher,
+    UOp,
+    UopcError,
+    UPat,
+    accumulator_dtype,
+    dtypes,
+    graph_rewrite,
+    round_to,
+    toposort,
+)
 
 
-class LinearizeError(RuntimeError):
+class LinearizeError(UopcError, RuntimeError):
     """A kernel that cannot be ordered: a loop that is never closed, or nodes that cannot be scheduled."""
 
 

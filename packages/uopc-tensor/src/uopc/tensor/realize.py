@@ -16,6 +16,7 @@ from typing import Any
 
 from uopc.ir import BufferArg, DType, Ops, UOp
 from uopc.lower import Backend, Plan, PlanCache, get_backend, normalize
+from uopc.tensor.errors import TensorError
 
 BUFFERS: weakref.WeakKeyDictionary[UOp, Any] = weakref.WeakKeyDictionary()
 COMPUTED: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
@@ -28,7 +29,7 @@ def debug_level() -> int:
     """DEBUG as a level from 0 to 4; a value that is not a number is refused with a message naming it."""
     text = os.environ.get("DEBUG", "0").strip() or "0"
     if not text.isdigit():
-        raise ValueError(f"DEBUG must be a level from 0 to 4, got {text!r}")
+        raise TensorError(f"DEBUG must be a level from 0 to 4, got {text!r}")
     return int(text)
 
 

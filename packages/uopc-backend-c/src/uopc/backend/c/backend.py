@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from uopc.backend.c.program import ArgumentError, CParam, check_arrays, load_built, numpy_dtype
-from uopc.backend.c.render import C_PRELUDE, render_c, render_kernel
+from uopc.backend.c.render import C_PRELUDE, RenderError, render_c, render_kernel
 from uopc.ir import DType
 from uopc.lower import Kernel, Step
 
@@ -61,10 +61,10 @@ def batch_source(kernels: Sequence[Kernel], steps: Sequence[Step]) -> str:
     """One C file: every kernel, each helper once, and `uopc_plan`, which calls the kernels in plan order."""
     names = [k.name for k in kernels]
     if len(set(names)) != len(names):
-        raise ValueError(f"kernel names in one batch must be unique, got {names}")
+        raise RenderError(f"kernel names in one batch must be unique, got {names}")
     bad = [n for n in names if not n.isidentifier() or n in C_KEYWORDS or n == "uopc_plan"]
     if bad:
-        raise ValueError(f"kernel names must be C identifiers that are not keywords or uopc_plan, got {bad}")
+        raise RenderError(f"kernel names must be C identifiers that are not keywords or uopc_plan, got {bad}")
     helpers: dict[str, str] = {}
     functions = []
     for k in kernels:
@@ -90,10 +90,10 @@ def plan_buffers(kernels: Sequence[Kernel], steps: Sequence[Step]) -> dict[int, 
     for s in steps:
         k = kernels[s.kernel]
         if len(s.buffers) != len(k.params):
-            raise ValueError(f"step calls {k.name} with {len(s.buffers)} buffers; it takes {len(k.params)}")
+            raise RenderError(f"step calls {k.name} with {len(s.buffers)} buffers; it takes {len(k.params)}")
         for b, p in zip(s.buffers, k.params, strict=True):
             if dtype.setdefault(b, p.dtype) is not p.dtype:
-                raise ValueError(f"plan buffer {b} is {dtype[b].name} in one kernel and {p.dtype.name} in {k.name}")
+                raise RenderError(f"plan buffer {b} is {dtype[b].name} in one kernel and {p.dtype.name} in {k.name}")
             size[b] = max(size.get(b, 0), p.size)
             if p.slot in k.written:
                 written.add(b)

@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from uopc.ir import UopcError
+
 # --8<-- [start:default-cflags]
 # -O3 and the host's instruction set; OpenMP for threaded loops and for `omp simd` reduce loops. Float
 # arithmetic is IEEE, as numpy's is: gcc's default for GNU C fuses a*b + c (-ffp-contract=fast), so it is
@@ -41,7 +43,7 @@ DEFAULT_CFLAGS = "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math 
 
 
 # --8<-- [start:compile-error]
-class CompileError(RuntimeError):
+class CompileError(UopcError, RuntimeError):
     """The compiler rejected a source; carries its message and the source with line numbers."""
 
     def __init__(self, message: str, source: str) -> None:
@@ -53,7 +55,7 @@ class CompileError(RuntimeError):
 # --8<-- [end:compile-error]
 
 
-class CacheError(RuntimeError):
+class CacheError(UopcError, RuntimeError):
     """The kernel cache cannot be trusted or is set up wrong; the message says how to fix it."""
 
 

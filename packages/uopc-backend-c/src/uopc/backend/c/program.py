@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 
 from uopc.backend.c.compiler import build_library
-from uopc.ir import DType, dtypes
+from uopc.ir import DType, UopcError, dtypes
 
 
-class ArgumentError(TypeError):
+class ArgumentError(UopcError, TypeError):
     """An array that does not match the kernel parameter it is passed for."""
 
 

@@ -10,14 +10,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from uopc.ir import AxisType, DType, Ops, UOp, dtypes, vmax, vmin
-from uopc.ir.symbolic import linear_terms
+from uopc.ir import AxisType, DType, Ops, UOp, UopcError, dtypes, linear_terms, vmax, vmin
 from uopc.lower import Kernel, Param
 from uopc.lower.opt import reduce_strides
 
 
-class RenderError(ValueError):
-    """A kernel the C renderer cannot express, such as one using an op it has no rule for."""
+class RenderError(UopcError, ValueError):
+    """A kernel or plan the C renderer cannot express: an op it has no rule for, names that are no C identifiers."""
 
 
 _FLOAT_VALUED = (dtypes.float32, dtypes.bfloat16)  # C float holds their values (see c_type)
