@@ -23,6 +23,11 @@ from uopc.ir.uop import UOp, round_to, toposort
 INTS = tuple(d for d in dtypes.all() if d.is_int)
 
 
+# ---------------------------------------------------------------------------------------------------------
+# Canonical sums: an integer expression as constant + sum of coefficient * term
+# ---------------------------------------------------------------------------------------------------------
+
+
 # --8<-- [start:linear-terms]
 def linear_terms(u: UOp) -> tuple[dict[UOp, int], int]:
     """`u` as sum(coefficient * term) + constant, where no term is an ADD, SUB, NEG, constant multiple or CONST."""
