@@ -186,8 +186,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "unflatten_without_mod",
         LOWER + "rangeify.py",
-        "out.append(simplify((flat // stride) % s) if s > 1 else UOp.const(0, dtypes.index))",
-        "out.append(simplify(flat // stride) if s > 1 else UOp.const(0, dtypes.index))",
+        "out.append(simplify((flat // stride) % s) if s > 1 else flat.const_like(0))",
+        "out.append(simplify(flat // stride) if s > 1 else flat.const_like(0))",
         LOWER_TESTS,
         "unflattening a reshape's index forgets the % size: inner axes run past their end",
     ),
@@ -236,8 +236,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "unroll_drops_last_copy",
         LOWER + "opt.py",
-        "copies = [substitute(red.src[0], {r: index + k}) for k in range(n)]",
-        "copies = [substitute(red.src[0], {r: index + k}) for k in range(n - 1)]",
+        "copies = [substitute(red.src[0], {r: index + k}).cast(dtype) for k in range(n)]",
+        "copies = [substitute(red.src[0], {r: index + k}).cast(dtype) for k in range(n - 1)]",
         LOWER_TESTS,
         "unrolling by n combines n - 1 values per iteration: every n-th term is lost",
     ),
@@ -335,8 +335,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "cache_trusts_file_name",
         C + "compiler.py",
-        "if _digest(path) == name[4:-3]:",
-        "if path.is_file():",
+        "return _digest(f.read()) == path.name[4:-3]",
+        "return True",
         CACHE_TESTS,
         "a cached library is trusted because it is there, not because its bytes hash to its name",
     ),
@@ -400,10 +400,10 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "maximum_grad_tie_in_full",
         TENSOR + "autodiff.py",
-        "a_wins.where(g, tie.where(g * half, zero))",
-        "a_wins.where(g, tie.where(g, zero))",
+        "share = a.eq(b).where(g * _const(g, 0.5), g)",
+        "share = g",
         TIE_TESTS,
-        "maximum(a, b) with a == b gives a the whole gradient and b half of it",
+        "maximum(a, b) with a == b gives each of a and b the whole gradient instead of half",
     ),
     Mutant(
         "where_grad_swapped",
