@@ -21,7 +21,8 @@ NumberT = TypeVar("NumberT")
 
 # --8<-- [start:op-mixin]
 class OpMixin(Generic[NumberT]):
-    """The operators of an IR value. A subclass supplies `_alu`, and `_is_operand` if it takes more kinds of operand."""
+    """The operators of an IR value. A subclass supplies `_alu`, `_is_float` for <= and >= (or defines them
+    itself), and `_is_operand` if it takes more kinds of operand than its own and Python's numbers."""
 
     __slots__ = ()
 
