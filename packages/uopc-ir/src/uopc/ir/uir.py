@@ -32,16 +32,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from uopc.ir.dtype import AddrSpace, AnyDType, DType, PtrDType, dtypes
-from uopc.ir.uop import AxisType, BufferArg, ConstValue, Ops, RangeArg, UOp, UOpError, toposort
-
-
-class UIRSyntaxError(ValueError):
-    """A .uir text that does not parse; says the line, the column and what was expected there."""
-
-    def __init__(self, line: int, col: int, message: str) -> None:
-        super().__init__(f"line {line}, column {col}: {message}")
-        self.line, self.col = line, col
-
+from uopc.ir.errors import UIRSyntaxError, UOpError
+from uopc.ir.ops import Ops
+from uopc.ir.uop import AxisType, BufferArg, ConstValue, RangeArg, UOp, toposort
 
 # ---------------------------------------------------------------------------------------------------------
 # dtypes and literals
@@ -281,7 +274,7 @@ class _LineParser:
         tok = self.take("word", expected="a dtype")
         try:
             base = dtypes.by_name(tok.text)
-        except ValueError as e:
+        except UOpError as e:
             raise UIRSyntaxError(self.lineno, tok.col, str(e)) from None
         if not self.at("*"):
             return base
@@ -392,7 +385,7 @@ def _convert(value: ConstValue, dt: DType) -> ConstValue:
     if dt.is_float:
         return float(value)
     if dt.is_int and isinstance(value, float):
-        raise ValueError(f"{value!r} is not an integer")
+        raise UOpError(f"{value!r} is not an integer")
     return value
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from uopc.ir import BufferArg, DType, Ops, UOp
 from uopc.lower import Backend, CompiledPlan, Plan, PlanCache, compile_plan, get_backend, normalize
+from uopc.tensor.errors import TensorError
 
 if TYPE_CHECKING:
     from uopc.tensor.tensor import Tensor
@@ -68,7 +69,7 @@ def debug_level() -> int:
     """DEBUG as a level from 0 to 4; a value that is not a number is refused with a message naming it."""
     text = os.environ.get("DEBUG", "0").strip() or "0"
     if not text.isdigit():
-        raise ValueError(f"DEBUG must be a level from 0 to 4, got {text!r}")
+        raise TensorError(f"DEBUG must be a level from 0 to 4, got {text!r}")
     return int(text)
 
 
