@@ -539,6 +539,9 @@ class Tensor:
             return self._power_by_squaring(x)
         if isinstance(x, int) and not isinstance(x, bool) and not self.dtype.is_float:
             raise TensorError(f"pow: an integer tensor ({self.dtype.name}) to the negative power {x}; cast to float")
+        base, exponent, sources = self._operands(x, "pow")
+        if base.scalar_dtype.is_int:
+            return self._derive(_integer_power(base, exponent), *sources)
         return self._float_pair(x)._binary(Ops.POW, x, "pow")
 
     def _power_by_squaring(self, k: int) -> Tensor:
@@ -554,6 +557,9 @@ class Tensor:
 
     @_operator
     def __rpow__(self, x: Operand) -> Tensor:
+        base, exponent, sources = self._operands(x, "pow", reverse=True)
+        if base.scalar_dtype.is_int:
+            return self._derive(_integer_power(base, exponent), *sources)
         return self._float_pair(x)._binary(Ops.POW, x, "pow", reverse=True)
 
     def __neg__(self) -> Tensor:
@@ -1121,6 +1127,24 @@ def _sum_dtype(dt: DType) -> DType:
 
 # numpy and PyTorch add and multiply bools as logical or and and (the result stays bool)
 _BOOL_ARITHMETIC = {Ops.ADD: Ops.OR, Ops.MUL: Ops.AND}
+
+
+def _integer_power(base: UOp, exponent: UOp) -> UOp:
+    """base ** exponent for integers of one dtype, wrapping as their products do: square and multiply, one
+    step for each bit of the exponent's dtype, each a where, so it stays one elementwise kernel.
+
+    A negative exponent gives 0 except for the bases 1 and -1, as in PyTorch (numpy refuses): every other
+    base is replaced by 0 there. The steps then read the exponent's two's-complement bits, of which only the
+    lowest matters for 1 and -1: it is the exponent's parity."""
+    dt = base.scalar_dtype
+    unit = base.eq(1) | base.eq(round_to(dt, -1))
+    base = ((exponent < 0) & unit.logical_not()).where(0, base)
+    result = base.const_like(1)
+    for bit in range(dt.bits):
+        result = (exponent & round_to(dt, 1 << bit)).ne(0).where(result * base, result)
+        if bit < dt.bits - 1:
+            base = base * base
+    return result
 
 
 def _python_scalar(v: Any, op: str) -> Scalar:
