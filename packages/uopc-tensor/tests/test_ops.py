@@ -709,6 +709,20 @@ def test_integer_powers_with_a_python_base_or_mixed_dtypes_stay_integer() -> Non
     assert halves.dtype is dtypes.float32 and halves.numpy().tolist() == [1.0, 0.5, 0.03125]
 
 
+@pytest.mark.parametrize("np_dtype", [np.int32, np.int64])
+def test_integer_power_of_a_choice_between_fixed_values_builds_in_seconds(
+    np_dtype: type, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A base that is one of two values fixed for the whole kernel (a 0-d tensor or 0, by a mask): 31 squares
+    of such a base kept gcc busy for minutes with gigabytes. CC runs under a time limit here (which also makes
+    it a new compiler for the kernel cache, so the kernel is built afresh): a build past it is a CompileError."""
+    monkeypatch.setenv("CC", "timeout -s KILL 60 gcc")
+    e = np.array([[-1, 0, 1], [2, 3, 31]], np_dtype)
+    k = np.array(7, np_dtype)
+    got = ((Tensor(e) > 0).where(Tensor(k), 0) ** Tensor(e)).numpy()
+    np.testing.assert_array_equal(got, np.where(e > 0, k, 0) ** np.maximum(e, 0) * (e >= 0))
+
+
 def test_argmax_of_nan_is_the_first_nan_as_in_numpy() -> None:
     x = np.array([[1.0, np.nan, 2.0, np.nan], [3.0, 0.0, 1.0, 2.0]], dtype=np.float32)
     np.testing.assert_array_equal(Tensor(x).argmax(1).numpy(), np.argmax(x, 1))
