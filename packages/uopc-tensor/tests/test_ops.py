@@ -688,10 +688,10 @@ def test_negative_integer_exponents_follow_pytorch(np_dtype: type) -> None:
     """numpy raises for an integer array to a negative integer power; PyTorch gives base ** e for the bases
     1 and -1 and 0 for every other base, 0 included (these values were checked against torch 2.13)."""
     info = np.iinfo(np_dtype)
-    bases = np.array([0, 1, -1, 2, -2, 3, info.min, info.max], np_dtype).reshape(-1, 1)
-    expo = np.array([-1, -2, -3, info.min, info.min + 1], np_dtype).reshape(1, -1)
-    parity = (expo.astype(np.int64) % 2).astype(np_dtype)
-    want = np.where(bases == 1, 1, np.where(bases == -1, 1 - 2 * parity, 0)).astype(np_dtype)
+    bases: Array = np.array([0, 1, -1, 2, -2, 3, info.min, info.max], np_dtype).reshape(-1, 1)
+    expo: Array = np.array([-1, -2, -3, info.min, info.min + 1], np_dtype).reshape(1, -1)
+    parity: Array = (expo.astype(np.int64) % 2).astype(np_dtype)
+    want: Array = np.where(bases == 1, 1, np.where(bases == -1, 1 - 2 * parity, 0)).astype(np_dtype)
     np.testing.assert_array_equal((Tensor(bases) ** Tensor(expo)).numpy(), want)
 
 
@@ -717,8 +717,8 @@ def test_integer_power_of_a_choice_between_fixed_values_builds_in_seconds(
     of such a base kept gcc busy for minutes with gigabytes. CC runs under a time limit here (which also makes
     it a new compiler for the kernel cache, so the kernel is built afresh): a build past it is a CompileError."""
     monkeypatch.setenv("CC", "timeout -s KILL 60 gcc")
-    e = np.array([[-1, 0, 1], [2, 3, 31]], np_dtype)
-    k = np.array(7, np_dtype)
+    e: Array = np.array([[-1, 0, 1], [2, 3, 31]], np_dtype)
+    k: Array = np.array(7, np_dtype)
     got = ((Tensor(e) > 0).where(Tensor(k), 0) ** Tensor(e)).numpy()
     np.testing.assert_array_equal(got, np.where(e > 0, k, 0) ** np.maximum(e, 0) * (e >= 0))
 
