@@ -536,6 +536,9 @@ class Tensor:
             return self._power_by_squaring(x)
         if isinstance(x, int) and not isinstance(x, bool) and not self.dtype.is_float:
             raise TensorError(f"pow: an integer tensor ({self.dtype.name}) to the negative power {x}; cast to float")
+        base, exponent, sources = self._operands(x, "pow")
+        if base.scalar_dtype.is_int:
+            return self._derive(_integer_power(base, exponent), *sources)
         return self._float_pair(x)._binary(Ops.POW, x, "pow")
 
     def _power_by_squaring(self, k: int) -> Tensor:
@@ -551,6 +554,9 @@ class Tensor:
 
     @_operator
     def __rpow__(self, x: Operand) -> Tensor:
+        base, exponent, sources = self._operands(x, "pow", reverse=True)
+        if base.scalar_dtype.is_int:
+            return self._derive(_integer_power(base, exponent), *sources)
         return self._float_pair(x)._binary(Ops.POW, x, "pow", reverse=True)
 
     def __neg__(self) -> Tensor:
@@ -1118,6 +1124,27 @@ def _sum_dtype(dt: DType) -> DType:
 
 # numpy and PyTorch add and multiply bools as logical or and and (the result stays bool)
 _BOOL_ARITHMETIC = {Ops.ADD: Ops.OR, Ops.MUL: Ops.AND}
+
+
+def _integer_power(base: UOp, exponent: UOp) -> UOp:
+    """base ** exponent for integers of one dtype, wrapping as their products do: square and multiply from
+    the exponent's highest bit down, one step for each bit of its dtype, each a where, so it stays one
+    elementwise kernel.
+
+    The squares are of the result, never of the base: where the base is a choice between two values that
+    are the same in every iteration (`mask.where(k, 0) ** e` with a 0-d `k`), 31 squares of it sent gcc's
+    partial redundancy elimination into minutes and gigabytes, growing twofold with every square.
+
+    A negative exponent gives 0 except for the bases 1 and -1, as in PyTorch (numpy refuses). For those two
+    the steps are right as they are: of the exponent's two's-complement bits only the lowest counts, and it
+    is the exponent's parity; every other base gets its 0 at the end."""
+    dt = base.scalar_dtype
+    result = base.const_like(1)
+    for bit in reversed(range(dt.bits)):
+        result = result * result
+        result = (exponent & round_to(dt, 1 << bit)).ne(0).where(result * base, result)
+    unit = base.eq(1) | base.eq(round_to(dt, -1))
+    return ((exponent < 0) & unit.logical_not()).where(0, result)
 
 
 def _python_scalar(v: Any, op: str) -> Scalar:
