@@ -465,13 +465,15 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
     def _alu(self, op: Ops, *operands: Operand, reverse: bool = False) -> Tensor:
         """The one hook of the operator layer (uopc.ir's OpMixin gives +, -, <, maximum, exp, ... through it).
 
-        A numpy scalar counts as the Python number it holds (np.float32(2) * t is 2.0 * t, as in PyTorch), and
-        true division and powers of integers give floats."""
+        A numpy scalar counts as the Python number it holds (np.float32(2) * t is 2.0 * t, as in PyTorch), true
+        division of integers gives floats, and a power of integers stays integer."""
         if not operands:
             return self._unary(op)
         (x,) = operands
         x = x.item() if isinstance(x, np.generic) else x
-        base = self._float_pair(x) if op in (Ops.DIV, Ops.POW) else self
+        if op is Ops.POW:
+            return self._power(x, reverse)
+        base = self._float_pair(x) if op is Ops.DIV else self
         return base._binary(op, x, "gt" if op is Ops.CMPLT and reverse else _OP_NAMES[op], reverse)
 
     def _is_operand(self, x: object) -> bool:
@@ -494,13 +496,21 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
 
     @_operator
     def __pow__(self, x: Operand) -> Tensor:
-        """A whole exponent >= 0 multiplies (by squaring), so an integer tensor stays an integer tensor;
-        any other exponent uses POW on floats."""
+        """A whole exponent >= 0 multiplies (by squaring), so an integer tensor stays an integer tensor; a
+        negative one is refused for integers; any other exponent goes to `_power`."""
         if isinstance(x, int) and not isinstance(x, bool) and x >= 0:
             return self._power_by_squaring(x)
         if isinstance(x, int) and not isinstance(x, bool) and not self.dtype.is_float:
             raise TensorError(f"pow: an integer tensor ({self.dtype.name}) to the negative power {x}; cast to float")
-        return self._float_pair(x)._binary(Ops.POW, x, "pow")
+        return self._power(x)
+
+    def _power(self, x: Operand, reverse: bool = False) -> Tensor:
+        """self ** x (x ** self with `reverse`): integers stay integers (`_integer_power`), anything else is POW
+        on floats."""
+        base, exponent, sources = self._operands(x, "pow", reverse)
+        if base.scalar_dtype.is_int:
+            return self._derive(_integer_power(base, exponent), *sources)
+        return self._float_pair(x)._binary(Ops.POW, x, "pow", reverse)
 
     def _power_by_squaring(self, k: int) -> Tensor:
         base = self.cast(dtypes.int32) if self.dtype.is_bool else self
@@ -1039,6 +1049,27 @@ _OP_NAMES = {
 
 # numpy and PyTorch add and multiply bools as logical or and and (the result stays bool)
 _BOOL_ARITHMETIC = {Ops.ADD: Ops.OR, Ops.MUL: Ops.AND}
+
+
+def _integer_power(base: UOp, exponent: UOp) -> UOp:
+    """base ** exponent for integers of one dtype, wrapping as their products do: square and multiply from
+    the exponent's highest bit down, one step for each bit of its dtype, each a where, so it stays one
+    elementwise kernel.
+
+    The squares are of the result, never of the base: where the base is a choice between two values that
+    are the same in every iteration (`mask.where(k, 0) ** e` with a 0-d `k`), 31 squares of it sent gcc's
+    partial redundancy elimination into minutes and gigabytes, growing twofold with every square.
+
+    A negative exponent gives 0 except for the bases 1 and -1, as in PyTorch (numpy refuses). For those two
+    the steps are right as they are: of the exponent's two's-complement bits only the lowest counts, and it
+    is the exponent's parity; every other base gets its 0 at the end."""
+    dt = base.scalar_dtype
+    result = base.const_like(1)
+    for bit in reversed(range(dt.bits)):
+        result = result * result
+        result = (exponent & round_to(dt, 1 << bit)).ne(0).where(result * base, result)
+    unit = base.eq(1) | base.eq(round_to(dt, -1))
+    return ((exponent < 0) & unit.logical_not()).where(0, result)
 
 
 def _python_scalar(v: Any, op: str) -> Scalar:
