@@ -1,11 +1,13 @@
 """uopc.ir: the graph IR of uopc, with no dependency beyond the standard library.
 
 Build graphs from `UOp` constructors or `.uir` text, rewrite them with `PatternMatcher` tables, simplify
-integer index arithmetic, bound it with `vmin`/`vmax`, evaluate closed programs with `run`, and draw them.
+integer index arithmetic, bound it with `vmin`/`vmax`, evaluate closed programs with `run`, and draw them
+(as Graphviz or Mermaid text, or as an SVG picture laid out here: `draw`).
 """
 
 from uopc.ir.dtype import AddrSpace, DType, PtrDType, dtypes, promote
 from uopc.ir.rewrite import PatternMatcher, RewriteError, UPat, graph_rewrite
+from uopc.ir.svg import Picture, draw
 from uopc.ir.symbolic import (
     RunError,
     bounds,
@@ -17,7 +19,7 @@ from uopc.ir.symbolic import (
     vmax,
     vmin,
 )
-from uopc.ir.uir import UIRSyntaxError, fmt, parse, to_uir
+from uopc.ir.uir import UIRSyntaxError, fmt, parse, to_uir, uir_lines
 from uopc.ir.uop import (
     AxisType,
     BufferArg,
@@ -49,6 +51,7 @@ __all__ = [
     "DType",
     "Ops",
     "PatternMatcher",
+    "Picture",
     "PtrDType",
     "RangeArg",
     "RewriteError",
@@ -62,6 +65,7 @@ __all__ = [
     "call",
     "cast",
     "const",
+    "draw",
     "dtypes",
     "exec_alu",
     "fmt",
@@ -82,6 +86,7 @@ __all__ = [
     "to_python",
     "to_uir",
     "toposort",
+    "uir_lines",
     "vmax",
     "vmin",
     "where",
