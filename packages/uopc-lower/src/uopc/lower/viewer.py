@@ -299,9 +299,9 @@ def _kernel_times(record: RealizeRecord, steps: list[int], program: LinearProgra
         else:
             rows.append([f"run in step {s}", "not measured"])
     return (
-        f"{_table(['measure', 'value'], rows)}\n<p class='note'>A kernel's first run includes first-touch costs (page faults "
-        'on new arrays, cold caches). The plan\'s stage times are at the <a href="#times">top</a>: linearize, '
-        "render, compile and load work on all its kernels at once.</p>"
+        f"{_table(['measure', 'value'], rows)}\n<p class='note'>A kernel's first run includes first-touch costs "
+        '(page faults on new arrays, cold caches). The plan\'s stage times are at the <a href="#times">top</a>: '
+        "linearize, render, compile and load work on all its kernels at once.</p>"
     )
 
 

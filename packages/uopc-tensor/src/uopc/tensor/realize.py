@@ -114,7 +114,7 @@ def realize(roots: Sequence[UOp], device: str) -> list[UOp]:
     scheduled = time.perf_counter()
     buffers = [realizer.buffers[b] for b in inputs]
     buffers += [backend.runtime.allocate(spec.dtype, spec.size) for spec in plan.buffers[plan.n_inputs :]]
-    page = new and viz_on()  # a page per plan: a plan compiled before would show the same stages again
+    page = viz_on() and new  # a page per plan: a plan compiled before would show the same stages again
     run_seconds: tuple[float, ...] = ()
     if debug_level() >= 2 or page:
         run_seconds = _run_each(plan, compiled, buffers)
