@@ -113,6 +113,23 @@ def test_a_picture_carries_its_stamp_in_a_text_chunk(repo: Path) -> None:
     assert stamp.read(picture) is None
 
 
+def test_a_screenshot_gets_its_stamp_in_a_valid_text_chunk(repo: Path) -> None:
+    made = stamp.make(["packages/p/src"])
+    plain = png_with_text("Software", "Chromium")
+    stamped = stamp.png_with_stamp(plain, made.line())
+    assert stamp.png_text(stamped) == {"Software": "Chromium", stamp.PNG_KEY: made.line()}
+    pos, kinds = 8, []
+    while pos < len(stamped):  # every chunk whole, with a right CRC, and the new one after the header
+        length, kind = struct.unpack(">I4s", stamped[pos : pos + 8])
+        data, (crc,) = stamped[pos + 8 : pos + 8 + length], struct.unpack(">I", stamped[pos + 8 + length : pos + 12 + length])
+        assert crc == zlib.crc32(kind + data)
+        kinds.append(kind)
+        pos += 12 + length
+    assert kinds == [b"IHDR", b"tEXt", b"tEXt", b"IDAT", b"IEND"]
+    with pytest.raises(ValueError, match="not a PNG file"):
+        stamp.png_with_stamp(b"GIF89a", made.line())
+
+
 TABLE = """stamp: ...
 
 | setting | GFLOP/s | vs numpy |

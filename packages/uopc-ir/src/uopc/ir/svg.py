@@ -33,7 +33,7 @@ GAP_X, GAP_Y = 18, 44  # between boxes on a layer, and between layers
 WAYPOINT_GAP = 10  # between an arrow passing a layer and its neighbours there
 MARGIN = 12
 SWEEPS = 8  # rounds of ordering, and of placing, each one down the layers and back up
-HUB_USERS = 6  # a node with this many users in the picture is named in their boxes instead of joined by arrows
+HUB_USERS = 4  # a node with this many users in the picture is named in their boxes instead of joined by arrows
 
 # Box colours by what a node is about: memory, loops and reductions, movement, bookkeeping; arithmetic is white.
 FILLS: dict[Ops, str] = {
