@@ -45,7 +45,7 @@ MEASURES: list[str | Path] = [
 ]
 # the pictures in full (a picture box scrolls at 80% of the window's height), with no sidebar over them
 UNCLIPPED = """
-.picture { max-height: none !important; overflow: visible !important; }
+.picture { max-height: none !important; overflow: visible !important; border: none !important; }
 #sidebar { display: none; } main { margin-left: 0; max-width: none; }
 """
 
