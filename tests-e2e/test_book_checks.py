@@ -219,6 +219,20 @@ def test_references_become_links_except_in_code_blocks() -> None:
     assert problems == ["`test_gone.py::test_x` names test_gone.py, which does not exist"]
 
 
+def test_a_file_that_appendix_d_shows_nowhere_is_reported_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Naming a browser test by its path stopped the build with a bare StopIteration: tests-browser/ was shown
+    on no page of Appendix D, and the link had nowhere to point. D.6 shows it now, and any other such file is a
+    problem in the list, like a file that does not exist."""
+    text = "The browser test `tests-browser/test_site.py` opens every page."
+    linked, problems = source.link_references(text, "book/08-kernels-and-plans.md")
+    assert not problems
+    assert "[`tests-browser/test_site.py`](../appendix/d6-tests-and-scripts.md#tests-browser-test-site-py)" in linked
+    monkeypatch.setattr(source, "PAGES", {k: v for k, v in source.PAGES.items() if k != "tests-browser/"})
+    linked, problems = source.link_references(text, "book/08-kernels-and-plans.md")
+    assert linked == text
+    assert problems == ["`tests-browser/test_site.py` names tests-browser/test_site.py, which no page of Appendix D shows"]
+
+
 def test_every_definition_has_a_glossary_entry_and_every_entry_a_definition() -> None:
     pages = [
         ("book/01-a.md", "a *node*{ #def-node } and a *graph*{ #def-graph }"),

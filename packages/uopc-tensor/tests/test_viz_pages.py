@@ -94,6 +94,16 @@ def test_pages_go_to_uopc_viz_in_the_current_directory_by_default(
     assert len(list((tmp_path / "uopc-viz").glob("*/realize-001.html"))) == 1
 
 
+def test_a_bad_viz_value_is_refused_when_the_plan_was_cached_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """VIZ was read only for a plan compiled just now, so a misspelt value passed unnoticed on every realize
+    whose plan was cached: a training loop's second step on. It is read on every realize, as DEBUG is."""
+    monkeypatch.delenv("VIZ", raising=False)
+    Tensor(np.ones(3, np.float32)).exp().numpy()
+    monkeypatch.setenv("VIZ", "yes")
+    with pytest.raises(ValueError, match="VIZ must be 0"):
+        Tensor(np.ones(3, np.float32)).exp().numpy()  # the same plan, from the cache
+
+
 @pytest.mark.parametrize("value", ["2", "yes", "true"])
 def test_a_viz_value_that_means_nothing_is_refused(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
     monkeypatch.setenv("VIZ", value)
