@@ -1,7 +1,8 @@
 """uopc.ir: the graph IR of uopc, with no dependency beyond the standard library.
 
 Build graphs from `UOp` constructors or `.uir` text, rewrite them with `PatternMatcher` tables, simplify
-integer index arithmetic, bound it with `vmin`/`vmax`, evaluate closed programs with `run`, and draw them.
+integer index arithmetic, bound it with `vmin`/`vmax`, evaluate closed programs with `run`, and draw them
+(as Graphviz or Mermaid text, or as an SVG picture laid out here: `draw`).
 The names below are the package's contract: other packages import from here, never from the modules inside.
 """
 
@@ -13,8 +14,9 @@ from uopc.ir.interpret import inline_call, run, to_python
 from uopc.ir.operators import OpMixin
 from uopc.ir.ops import Ops
 from uopc.ir.rewrite import PatternMatcher, UPat, graph_rewrite
+from uopc.ir.svg import Picture, draw
 from uopc.ir.symbolic import build_sum, linear_terms, simplify
-from uopc.ir.uir import fmt, parse, to_uir
+from uopc.ir.uir import fmt, parse, to_uir, uir_lines
 from uopc.ir.uop import (
     AxisType,
     BufferArg,
@@ -50,6 +52,7 @@ __all__ = [
     "OpMixin",
     "Ops",
     "PatternMatcher",
+    "Picture",
     "PtrDType",
     "RangeArg",
     "RewriteError",
@@ -65,6 +68,7 @@ __all__ = [
     "call",
     "cast",
     "const",
+    "draw",
     "dtypes",
     "exec_alu",
     "fmt",
@@ -89,6 +93,7 @@ __all__ = [
     "to_python",
     "to_uir",
     "toposort",
+    "uir_lines",
     "vmax",
     "vmin",
     "where",

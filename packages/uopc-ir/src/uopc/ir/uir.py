@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -175,15 +175,21 @@ ARG_CODECS: dict[Ops, Codec] = {
 # --8<-- [start:to-uir]
 def to_uir(root: UOp) -> str:
     """The text of the graph under `root`: every node once, sources first, constants written inline."""
+    return "\n".join(line for _, line in uir_lines(toposort(root))) + "\n"
+
+
+def uir_lines(nodes: Sequence[UOp]) -> list[tuple[UOp, str]]:
+    """The nodes of `nodes` that get a line, each with it, in their order (each after its sources: a toposort,
+    or a linear program), named %0, %1, ...; a constant is written inline where it is used, unless it is last."""
     names: dict[UOp, str] = {}
-    lines: list[str] = []
-    for u in toposort(root):
-        if u.op is Ops.CONST and u is not root:
+    lines: list[tuple[UOp, str]] = []
+    for k, u in enumerate(nodes):
+        if u.op is Ops.CONST and k < len(nodes) - 1:
             names[u] = literal_text(u.arg, u.scalar_dtype)
             continue
         names[u] = f"%{len(lines)}"
-        lines.append(f"{names[u]} = {_node_text(u, names)}")
-    return "\n".join(lines) + "\n"
+        lines.append((u, f"{names[u]} = {_node_text(u, names)}"))
+    return lines
 
 
 # --8<-- [start:node-text]
