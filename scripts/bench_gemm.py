@@ -29,7 +29,7 @@ from arguments import output_file, positive_int
 from uopc.backend.c import Program, render_c
 from uopc.backend.c.compiler import cflags, compiler
 from uopc.ir import UOp
-from uopc.lower import Kernel, LowerError, Opts, apply_opts, rangeify
+from uopc.lower import Kernel, LowerError, Opts, linearize, rangeify
 
 Array = npt.NDArray[Any]
 MEASURES = ["uopc-ir", "uopc-lower", "uopc-backend-c"]  # the packages whose code these numbers time
@@ -78,10 +78,10 @@ def median_time(run: Callable[[], None], repeats: int) -> float:
 def bench_setting(name: str, opts: Opts, n: int, a: Array, b: Array, want: Array, repeats: int, layout: str) -> Row:
     start = time.perf_counter()
     try:
-        kernel = Kernel("matmul", apply_opts(rangeify([(UOp.buffer(2, n * n), matmul_graph(n, layout))]), opts))
+        linear = linearize(Kernel("matmul", rangeify([(UOp.buffer(2, n * n), matmul_graph(n, layout))]), opts))
     except LowerError as e:  # a factor that does not divide this size
         return Row(name, None, None, str(e))
-    program = Program(render_c(kernel), kernel.name)
+    program = Program(render_c(linear), linear.name)
     build = time.perf_counter() - start
     out = np.zeros(n * n, np.float32)
     program(a, b, out)  # warm-up: page faults, thread pool start, caches

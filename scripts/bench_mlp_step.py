@@ -43,8 +43,7 @@ class Measurement:
 def child(batch: int, sizes: list[int], repeats: int) -> Measurement:
     """Build the MLP, then time its forward and backward pass; the loss and gradients realize in one plan."""
     start = time.perf_counter()
-    from uopc.tensor import Tensor
-    from uopc.tensor.realize import PLANS
+    from uopc.tensor import Tensor, realizer
 
     imported = time.perf_counter()
     rng = np.random.default_rng(0)
@@ -78,8 +77,9 @@ def child(batch: int, sizes: list[int], repeats: int) -> Measurement:
         step()
         times.append((time.perf_counter() - t0) * 1e3)
     libraries = len(list(Path(os.environ["UOPC_CACHE"]).rglob("*.so")))
-    kernels = sum(len(plan.kernels) for plan in PLANS.plans.values())
-    return Measurement(imported - start, first, statistics.median(times), min(times), PLANS.made, kernels, libraries)
+    plans = realizer.plans
+    kernels = sum(len(plan.kernels) for plan in plans.plans.values())
+    return Measurement(imported - start, first, statistics.median(times), min(times), plans.made, kernels, libraries)
 
 
 def measure(cache: str, args: argparse.Namespace) -> Measurement:

@@ -5,6 +5,7 @@
     python scripts/mutants.py --module lower       # the mutants of one package
     python scripts/mutants.py --list               # the catalogue: module, what each breaks, the tests it runs
     python scripts/mutants.py --tests packages X   # mutant X against every package's tests, not its own subset
+    python scripts/mutants.py --out docs/outputs/mutants.txt   # also write the table, stamped, for the book
 
 A mutant is a source patch: a file, a snippet that must occur in it exactly once, and the wrong code that
 replaces it. The patch is applied to a shadow copy of every package's sources in a temporary folder, which
@@ -37,6 +38,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import stamp
+from arguments import output_file
+
 ROOT = Path(__file__).resolve().parents[1]
 IR, IR_T = "packages/uopc-ir/src/uopc/ir/", "packages/uopc-ir/tests/"
 LOWER, LOWER_T = "packages/uopc-lower/src/uopc/lower/", "packages/uopc-lower/tests/"
@@ -44,6 +48,7 @@ C, C_T = "packages/uopc-backend-c/src/uopc/backend/c/", "packages/uopc-backend-c
 TENSOR, TENSOR_T = "packages/uopc-tensor/src/uopc/tensor/", "packages/uopc-tensor/tests/"
 
 
+# --8<-- [start:mutant]
 @dataclass(frozen=True)
 class Mutant:
     """One plausible mistake: in `file`, the snippet `original` (exactly once) becomes `mutated`."""
@@ -54,6 +59,7 @@ class Mutant:
     mutated: str
     tests: tuple[str, ...]  # pytest arguments: the test files (and -k) that cover the mutated code
     breaks: str
+    # --8<-- [end:mutant]
 
     @property
     def module(self) -> str:
@@ -96,7 +102,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "mod_bounds_off_by_one",
-        IR + "symbolic.py",
+        IR + "bounds.py",
         "        return 0, c - 1\n",
         "        return 0, c - 2\n",
         PROPERTIES,
@@ -137,7 +143,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "where_bounds_true_branch",
-        IR + "symbolic.py",
+        IR + "bounds.py",
         "    return min(a[0], b[0]), max(a[1], b[1])\n\n\ndef _bounds_cast",
         "    return a\n\n\ndef _bounds_cast",
         PROPERTIES,
@@ -274,6 +280,22 @@ MUTANTS: list[Mutant] = [
         LOWER_TESTS,
         "the plan cache drops the plan made first, not the one used least recently",
     ),
+    Mutant(
+        "linearize_ignores_opts",
+        LOWER + "linearize.py",
+        "ast = apply_opts(kernel.ast, kernel.opts)",
+        "ast = kernel.ast",
+        LOWER_TESTS,
+        "linearize orders the kernel's graph without its opts: every kernel runs as plain loops",
+    ),
+    Mutant(
+        "strided_axes_inverted",
+        LOWER + "opt.py",
+        "return frozenset(r.arg.axis for r, strided in _reduce_loads(kernel) if strided)",
+        "return frozenset(r.arg.axis for r, strided in _reduce_loads(kernel) if not strided)",
+        LOWER_TESTS,
+        "the linear program names the contiguous reduce axes as strided: the renderer vectorizes the wrong loops",
+    ),
     # ---- uopc-backend-c: the C renderer ----
     Mutant(
         "loop_skips_first",
@@ -324,6 +346,14 @@ MUTANTS: list[Mutant] = [
         (C_T + "test_reduce.py", "-k", "nan"),
         "float max ignores a NaN in its first operand (numpy's max returns NaN)",
     ),
+    Mutant(
+        "tile_hint_ignored",
+        C + "render.py",
+        "return tile >= 4 and bool(program.strided_axes)",
+        "return tile >= 4",
+        (C_T + "test_gemm.py", "-k", "register_tiles"),
+        "every register tile turns gcc's loop vectorizer off, also where its loads are contiguous",
+    ),
     # ---- uopc-backend-c: the kernel cache, checked calls, plans ----
     Mutant(
         "cache_key_ignores_cflags",
@@ -336,8 +366,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "cache_trusts_file_name",
         C + "compiler.py",
-        "return _digest(f.read()) == path.name[4:-3]",
-        "return path.is_file()",
+        "return data if _digest(data) == path.name[4:-3] else None",
+        "return data",
         CACHE_TESTS,
         "a cached library is trusted because it is there, not because its bytes hash to its name",
     ),
@@ -359,7 +389,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "plan_buffer_last_size",
-        C + "backend.py",
+        C + "runtime.py",
         "size[b] = max(size.get(b, 0), p.size)",
         "size[b] = p.size",
         EXECUTABLE_TESTS,
@@ -367,7 +397,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "run_kernel_all_const",
-        C + "backend.py",
+        C + "runtime.py",
         "[CParam(p.name, p.dtype, p.size, p.slot not in k.written) for p in k.params]",
         "[CParam(p.name, p.dtype, p.size, True) for p in k.params]",
         EXECUTABLE_TESTS,
@@ -401,10 +431,10 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "maximum_grad_tie_in_full",
         TENSOR + "autodiff.py",
-        "share = a.eq(b).where(g * _const(g, 0.5), g)",
-        "share = a.eq(b).where(g, g)",
+        "return (a_beaten.where(zero, share), b_beaten.where(zero, share))",
+        "return (a_beaten.where(zero, g), b_beaten.where(zero, share))",
         TIE_TESTS,
-        "maximum(a, b) with a == b gives both operands the whole gradient instead of half each",
+        "maximum(a, b) with a == b gives a the whole gradient and b half of it",
     ),
     Mutant(
         "where_grad_swapped",
@@ -760,6 +790,15 @@ def print_table(mutants: Sequence[Mutant], outcomes: Sequence[Outcome]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(r[:3], widths, strict=True)) + "  " + r[3].rjust(7))
 
 
+def markdown_table(mutants: Sequence[Mutant], outcomes: Sequence[Outcome]) -> str:
+    """The run's verdicts as a markdown table, for docs/outputs/ (Appendix B reads it)."""
+    rows = ["| mutant | package | killed by |", "| --- | --- | --- |"]
+    for m, out in zip(mutants, outcomes, strict=True):
+        verdict = f"`{out.failed[0]}`" if out.killed else "no verdict" if out.error else "SURVIVED"
+        rows.append(f"| {m.name} | {m.module} | {verdict} |")
+    return "\n".join(rows) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     args_in = sys.argv[1:] if argv is None else argv
     if args_in[:1] == ["--child"]:
@@ -781,6 +820,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tests", help="pytest arguments to run instead of each mutant's own tests, e.g. 'packages'")
     parser.add_argument("--jobs", type=int, default=2, help="mutants run at once (default: 2)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds one test run may take (default: 600)")
+    parser.add_argument("--out", type=output_file, help="also write the table of verdicts, stamped, to this file")
     args = parser.parse_args(args_in)
     chosen = select(parser, args.mutants, args.module)
     if args.tests:
@@ -797,6 +837,10 @@ def main(argv: list[str] | None = None) -> int:
     runnable = [m for m in chosen if m.tests not in failing]
     outcomes = run_mutants(runnable, args.jobs, args.timeout)
     print_table(runnable, outcomes)
+    if args.out:
+        killed = sum(o.killed for o in outcomes)
+        text = f"{killed} of {len(chosen)} mutants killed, each by the first test that failed under it\n\n"
+        stamp.write(args.out, text + markdown_table(runnable, outcomes), ["packages", __file__])
     return summarize(chosen, runnable, outcomes, len(failing))
 
 

@@ -54,6 +54,9 @@ def test_every_solution_file_is_tested() -> None:
         "ch11_rmsprop",
         "ch12_confusion",
         "ch12_schedule",
+        "appendix_b_ieee_equal",
+        "appendix_b_shrink_graph",
+        "appendix_b_sum_width_mutant",
     }
     assert {p.stem for p in SOLUTIONS.glob("*.py")} == tested
 
@@ -179,11 +182,11 @@ def test_ch05_saxpy_computes_and_refuses_bad_arrays() -> None:
 
 
 def test_ch06_executions_count_hoisted_work() -> None:
-    from uopc.lower import linearize, rangeify
+    from uopc.lower import linear_order, rangeify
 
     executions = load("ch06_executions").executions
     x = UOp.buffer(0, 3).reshape((3, 1)).expand((3, 4))
-    program = linearize(rangeify([(UOp.buffer(2, 12), x * UOp.buffer(1, 12).reshape((3, 4)))]))
+    program = linear_order(rangeify([(UOp.buffer(2, 12), x * UOp.buffer(1, 12).reshape((3, 4)))]))
     runs = executions(program)
     by_slot = {u.src[0].arg.slot: runs[u] for u in program if u.op is Ops.LOAD}
     assert by_slot == {0: 3, 1: 12}  # x[i] once per row, y[i, j] once per element
@@ -192,31 +195,32 @@ def test_ch06_executions_count_hoisted_work() -> None:
 
 
 def test_ch06_accumulator_scopes() -> None:
-    from uopc.lower import Opts, apply_opts, linearize, rangeify
+    from uopc.lower import Opts, apply_opts, linear_order, rangeify
 
     scopes = load("ch06_acc_scopes").accumulator_scopes
     a = UOp.buffer(0, 4 * 8).reshape((4, 1, 8)).expand((4, 6, 8))
     b = UOp.buffer(1, 8 * 6).reshape((8, 6)).permute((1, 0)).reshape((1, 6, 8)).expand((4, 6, 8))
     gemm = rangeify([(UOp.buffer(2, 24), (a * b).sum([2]).reshape((4, 6)))])
-    assert scopes(linearize(gemm)) == [["idx0", "idx1"]]
-    assert scopes(linearize(apply_opts(gemm, Opts(thread=1, upcast={0: 2})))) == [["tidx1", "idx0"]] * 2
+    assert scopes(linear_order(gemm)) == [["idx0", "idx1"]]
+    assert scopes(linear_order(apply_opts(gemm, Opts(thread=1, upcast={0: 2})))) == [["tidx1", "idx0"]] * 2
     x = UOp.buffer(0, 12).reshape((3, 4))
     rows = rangeify([(UOp.buffer(1, 3), (x.sum([1]) + x.reduce(Ops.MAX, [1])).reshape((3,)))])
-    assert scopes(linearize(rows)) == [["idx0"], ["idx0"]]
+    assert scopes(linear_order(rows)) == [["idx0"], ["idx0"]]
 
 
 def test_ch07_roll_matches_numpy() -> None:
     import numpy as np
 
-    from uopc.backend.c import CExecutable
-    from uopc.lower import Kernel, rangeify
+    from uopc.backend.c import C_BACKEND
+    from uopc.lower import Kernel, linearize, rangeify
 
     roll = load("ch07_roll").roll
     shifts = [-6, -1, 0, 1, 2, 4, 5, 13]
     kernels = [
         Kernel(f"roll_{n}", rangeify([(UOp.buffer(1, 5), roll(UOp.buffer(0, 5), s))])) for n, s in enumerate(shifts)
     ]
-    exe = CExecutable(kernels, [])
+    programs = [linearize(k) for k in kernels]
+    exe = C_BACKEND.runtime.load(C_BACKEND.compiler.compile(C_BACKEND.renderer.render(programs, [])), programs, [])
     x = np.arange(1, 6, dtype=np.float32)
     for n, s in enumerate(shifts):
         out = np.zeros(5, np.float32)
@@ -359,8 +363,7 @@ def test_ch11_sequential_names_and_applies_its_layers() -> None:
 def test_ch11_rmsprop_matches_torch_algorithm_in_one_plan() -> None:
     import numpy as np
 
-    from uopc.tensor import Tensor
-    from uopc.tensor.realize import PLANS
+    from uopc.tensor import Tensor, realizer
 
     RMSprop = load("ch11_rmsprop").RMSprop
     start = np.array([1.0, -2.0, 0.5], np.float32)
@@ -372,9 +375,9 @@ def test_ch11_rmsprop_matches_torch_algorithm_in_one_plan() -> None:
         loss = (p - Tensor(target.astype(np.float32))).square().sum()
         opt.zero_grad()
         loss.backward()
-        before = PLANS.made
+        before = realizer.plans.made
         opt.step(loss)
-        made.append(PLANS.made - before)
+        made.append(realizer.plans.made - before)
         g = 2 * (ref - target)
         v = 0.99 * v + 0.01 * g * g
         ref = ref - 0.1 * g / (np.sqrt(v) + 1e-8)
@@ -404,9 +407,8 @@ def test_ch12_warmup_cosine_schedule_and_one_plan() -> None:
 
     import numpy as np
 
-    from uopc.tensor import Tensor
+    from uopc.tensor import Tensor, realizer
     from uopc.tensor.optim import AdamW
-    from uopc.tensor.realize import PLANS
 
     schedule = load("ch12_schedule").warmup_cosine
     rates = [schedule(1.0, s, 10, 4) for s in range(10)]
@@ -423,7 +425,57 @@ def test_ch12_warmup_cosine_schedule_and_one_plan() -> None:
         loss = (p * p).sum()
         opt.zero_grad()
         loss.backward()
-        before = PLANS.made
+        before = realizer.plans.made
         opt.step(loss)
-        made.append(PLANS.made - before)
+        made.append(realizer.plans.made - before)
     assert made[1:] == [0, 0, 0]
+
+
+def test_appendix_b_ieee_differences_see_nan_and_the_sign_of_zero() -> None:
+    import numpy as np
+
+    ieee_differences = load("appendix_b_ieee_equal").ieee_differences
+    ours = np.array([np.nan, -0.0, 0.0, 1.0, np.inf, -np.inf, 5e-324], np.float64)
+    theirs = np.array([np.nan, 0.0, 0.0, 1.0, np.inf, np.inf, 5e-324], np.float64)
+    assert ieee_differences(ours, theirs).tolist() == [False, True, False, False, False, True, False]
+    half = np.array([-0.0, np.nan, 65504], np.float16)
+    assert not ieee_differences(half, half.astype(np.float32)).any()  # the same values in another dtype
+    with pytest.raises(ValueError, match="shapes"):
+        ieee_differences(ours, theirs[:3])
+
+
+def test_appendix_b_shrink_keeps_the_failure_and_removes_what_it_can() -> None:
+    import numpy as np
+
+    solution = load("appendix_b_shrink_graph")
+
+    def truncating_mod_differs(g: UOp) -> bool:
+        """The check of a renderer that used C's %: it differs from the IR's floor % on a negative operand."""
+        for u in g.toposort():
+            if u.op is Ops.MOD:
+                a, b = (np.array(to_python(run(s))) for s in u.src)
+                if np.any((b != 0) & (np.fmod(a, np.where(b == 0, 1, b)) != np.mod(a, np.where(b == 0, 1, b)))):
+                    return True
+        return False
+
+    a = stack(3, -7, 2, 5)
+    program = ((a * 2 + 1) % 3).reshape((2, 2)).permute((1, 0)) + stack(stack(1, 1), stack(2, 2))
+    program = program.reduce(Ops.MAX, [1]) * 4
+    assert truncating_mod_differs(program)
+    small = solution.shrink(program, truncating_mod_differs)
+    assert truncating_mod_differs(small)
+    assert len(small.toposort()) < len(program.toposort()) // 2
+    assert small.shape == program.shape and small.dtype is program.dtype
+    size = len(small.toposort())
+    assert not any(truncating_mod_differs(c) for c in solution.smaller_versions(small) if len(c.toposort()) < size)
+    with pytest.raises(ValueError, match="nothing to shrink"):
+        solution.shrink(stack(1, 2), truncating_mod_differs)
+
+
+def test_appendix_b_a_new_mutant_applies_and_is_killed() -> None:
+    solution = load("appendix_b_sum_width_mutant")
+    mutant = solution.SUM_IN_OWN_WIDTH
+    assert mutant.mutated in solution.mutants.mutated_source(mutant)  # its snippet occurs exactly once
+    assert mutant.name not in solution.mutants.BY_NAME  # a new one, not a copy of the catalogue's
+    killer = solution.first_failure(mutant)
+    assert killer is not None and "test_integer_sums_take_numpy_s_width" in killer

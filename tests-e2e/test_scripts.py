@@ -49,6 +49,8 @@ BAD_ARGUMENTS = [
     ("bench_mnist.py", ["--steps", "0"], "--steps", "0 is less than 1"),
     ("bench_mnist.py", ["--warmup", "-1"], "--warmup", "-1 is less than 0"),
     ("bench_mnist.py", ["--out", MISSING], "--out", "does not exist"),
+    ("mutants.py", ["--out", MISSING], "--out", "does not exist"),
+    ("torch_cases.py", ["--out", MISSING], "--out", "does not exist"),
     ("plot_mnist_loss.py", ["--window", "0"], "--window", "0 is less than 1"),
     ("plot_mnist_loss.py", ["--log", "{tmp}/losses.txt"], "--log", "losses.txt does not exist"),
     ("plot_mnist_loss.py", ["--out-dir", "{tmp}/file/out"], "--out-dir", "file is not a folder"),

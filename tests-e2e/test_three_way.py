@@ -7,7 +7,7 @@ and REDUCE_AXIS; it reads no buffer, so each path can evaluate it on its own:
 2. rangeify into one destination buffer, rendered as C and run with Program: loops, no kernelize, no opts;
 3. Tensor(uop).numpy(): kernelize, opts, the plan cache, the backend registry.
 
-When they disagree, the first path that differs from the others localizes the bug (B.7's bisection).
+When they disagree, the first path that differs from the others localizes the bug (Appendix B, debugging).
 The programs are generated from a seeded random.Random, so every failure is a test id that reruns.
 """
 
@@ -24,7 +24,7 @@ import pytest
 
 from uopc.backend.c import Program, render_c
 from uopc.ir import DType, Ops, UOp, dtypes, run, stack, to_python
-from uopc.lower import Kernel, rangeify
+from uopc.lower import Kernel, linearize, rangeify
 from uopc.tensor import Tensor
 
 Array = npt.NDArray[Any]
@@ -128,13 +128,14 @@ def random_program(seed: int) -> UOp:
     return x if x.shape else x.reshape((1,))
 
 
+# --8<-- [start:paths]
 def by_interpreter(program: UOp) -> Array:
     return np.array(to_python(run(program))).reshape(program.shape)
 
 
 def by_rangeify_and_c(program: UOp) -> Array:
     out = UOp.buffer(0, program.size, program.scalar_dtype)
-    source = render_c(Kernel("three_way", rangeify([(out, program)])))
+    source = render_c(linearize(Kernel("three_way", rangeify([(out, program)]))))
     result = np.zeros(program.size, program.scalar_dtype.np_name)
     Program(source, "three_way")(result)
     return result.reshape(program.shape)
@@ -142,6 +143,9 @@ def by_rangeify_and_c(program: UOp) -> Array:
 
 def by_tensor(program: UOp) -> Array:
     return Tensor(program).numpy()
+
+
+# --8<-- [end:paths]
 
 
 def agree(program: UOp, what: str) -> None:
@@ -162,7 +166,7 @@ def test_random_closed_programs_agree(seed: int) -> None:
 
 
 def test_the_book_example_agrees() -> None:
-    """A permuted reduce of a STACK, squared (the appendix's example, built here from constructors)."""
+    """A permuted reduce of a STACK, squared, built from constructors."""
     row = stack(1.0, -2.0, 3.0)
     program = stack(row, row).permute((1, 0)).reduce(Ops.MAX, [1]).reshape((3,))
     program = program * program

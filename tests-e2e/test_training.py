@@ -18,11 +18,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from uopc.tensor import Tensor
+from uopc.tensor import Tensor, realizer
 from uopc.tensor.datasets import mnist
 from uopc.tensor.nn import Linear, Module
 from uopc.tensor.optim import AdamW
-from uopc.tensor.realize import PLANS
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "train_mnist.py"
@@ -72,11 +71,11 @@ def test_an_mlp_learns_mnist() -> None:
         opt.step(loss)
         losses.append(float(loss.item()))
         if step == 0:
-            made = PLANS.made
+            made = realizer.plans.made
     seconds = time.perf_counter() - start
     after = held_out_accuracy()
 
-    assert PLANS.made == made, "training steps after the first built new plans"
+    assert realizer.plans.made == made, "training steps after the first built new plans"
     first, last = losses[0], float(np.mean(losses[-20:]))  # the last epoch's mean
     assert 1.8 < first < 2.8  # about ln(10) = 2.30: an untrained model guesses
     assert last < first / 3, f"loss went from {first:.3f} to {last:.3f}"

@@ -22,8 +22,7 @@ from types import ModuleType
 
 import numpy as np
 
-import uopc.ir.uop
-from uopc.ir import Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite, param, parse, range_, run, sink
+from uopc.ir import Ops, PatternMatcher, UOp, UopcError, UPat, dtypes, graph_rewrite, param, parse, range_, run, sink
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 PACKAGES = ["uopc.ir", "uopc.lower", "uopc.backend.c", "uopc.backend.cuda", "uopc.tensor"]
@@ -102,10 +101,10 @@ def _rewrite_cycle() -> None:
 
 
 def _linearize_unclosed() -> None:
-    from uopc.lower import linearize
+    from uopc.lower import linear_order
 
     i = range_(4, 0)
-    linearize(sink(UOp.define_global(0, 4).store(i, UOp.const(1.0))))
+    linear_order(sink(UOp.define_global(0, 4).store(i, UOp.const(1.0))))
 
 
 def _lower_bad_upcast() -> None:
@@ -121,13 +120,13 @@ def _no_backend() -> None:
     get_backend("TPU")
 
 
-def _render_bfloat16() -> None:
+def _render_param() -> None:
     from uopc.backend.c import render_c
-    from uopc.lower import Kernel, rangeify
+    from uopc.lower import Kernel, linearize
 
-    x = UOp.buffer(0, 4)
-    value = x.cast(dtypes.bfloat16).cast(dtypes.float32) + 1.0
-    render_c(Kernel("k", rangeify([(UOp.buffer(1, 4), value)])))
+    i = range_(4, 0)
+    store = UOp.define_global(0, 4).store(i, param(0, dtypes.float32))
+    render_c(linearize(Kernel("k", sink(UOp(Ops.END, dtypes.void, (store, i))))))
 
 
 def _compile_error() -> None:
@@ -200,7 +199,7 @@ TRIGGERS: dict[str, tuple[str, Callable[[], object]]] = {
     "LowerError": ("upcast by 3 an axis of size 4", _lower_bad_upcast),
     "LinearizeError": ("a STORE inside a loop that no END closes", _linearize_unclosed),
     "BackendNotFound": ('get_backend("TPU")', _no_backend),
-    "RenderError": ("a kernel that computes in bfloat16", _render_bfloat16),
+    "RenderError": ("a hand-built kernel that stores a PARAM, which only a CALL's body holds", _render_param),
     "CompileError": ("C source that uses an undefined name", _compile_error),
     "CacheError": ("a kernel cache folder that every user may write", _cache_others_can_write),
     "ArgumentError": ('Program(source, "shift") where the source defines only scale', _missing_function),
@@ -225,9 +224,23 @@ def example_message(cls: type[BaseException]) -> tuple[str, str]:
     raise SystemExit(f"appendix A: the trigger for {cls.__name__} raised nothing")
 
 
+def hierarchy() -> str:
+    """The base class, and the tree of its subclasses as the docstring of its module draws it."""
+    module = importlib.import_module(UopcError.__module__)
+    doc = inspect.cleandoc(module.__doc__ or "")
+    tree = "\n".join(line[4:] for line in doc.splitlines() if line.startswith("    "))
+    base = inspect.cleandoc(UopcError.__doc__ or "")
+    return (
+        f"### `UopcError`\n\n`{UopcError.__module__}.UopcError`. {base} Every class below derives from it, and "
+        f"from the builtin exception in the second column:\n\n```text\n{tree}\n```\n"
+    )
+
+
 def errors_section() -> str:
-    parts = []
+    parts = [hierarchy()]
     for cls in error_classes():
+        if cls is UopcError:
+            continue
         bases = ", ".join(f"`{b.__name__}`" for b in cls.__bases__)
         doc = inspect.cleandoc(cls.__dict__.get("__doc__") or "")
         what, message = example_message(cls)
@@ -312,7 +325,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         os.environ["UOPC_DATA"] = scratch  # the dataset example must not touch the reader's data folder
         print("## A.1 Ops\n")
-        print(f"The `Ops` enum of `{uopc.ir.uop.__name__}`, in its order, with the comment each member carries.\n")
+        print(f"The `Ops` enum of `{Ops.__module__}`, in its order, with the comment each member carries.\n")
         print(ops_section())
         print("\n## A.2 Errors\n")
         print(errors_section())

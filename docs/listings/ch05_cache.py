@@ -3,9 +3,9 @@
 from uopc.backend.c import render_c
 from uopc.backend.c.compiler import cache_key, cflags, compiler, compiler_identity
 from uopc.ir import UOp
-from uopc.lower import Kernel, rangeify
+from uopc.lower import Kernel, linearize, rangeify
 
-source = render_c(Kernel("plus_one", rangeify([(UOp.buffer(1, 8), UOp.buffer(0, 8) + 1.0)])))
+source = render_c(linearize(Kernel("plus_one", rangeify([(UOp.buffer(1, 8), UOp.buffer(0, 8) + 1.0)]))))
 
 # --8<-- [start:key]
 print("compiler identity:", compiler_identity(compiler()).replace("\n", " | "))

@@ -1,7 +1,7 @@
-"""Chapter 6: kernels linearize refuses, and what LinearizeError says about each."""
+"""Chapter 6: kernels linear_order refuses (the ordering inside linearize), and what LinearizeError says about each."""
 
 from uopc.ir import AxisType, Ops, UOp, dtypes, range_, sink
-from uopc.lower import LinearizeError, linearize
+from uopc.lower import LinearizeError, linear_order
 
 out = UOp.define_global(0, 12)
 i, j = range_(4, 0), range_(3, 1)
@@ -29,7 +29,7 @@ stuck = sink(total.store(UOp.const(0), last))
 # --8<-- [start:report]
 for name, kernel in [("no END", no_end), ("half closed", half_closed), ("two parents", two_parents), ("stuck", stuck)]:
     try:
-        linearize(kernel)
+        linear_order(kernel)
     except LinearizeError as e:
         print(f"{name + ':':<14}{e}")
 # --8<-- [end:report]

@@ -2,10 +2,10 @@
 
 from uopc.backend.c import render_c
 from uopc.ir import UOp
-from uopc.lower import Kernel, rangeify
+from uopc.lower import Kernel, linearize, rangeify
 
 x = UOp.buffer(0, 3).reshape((3, 1)).expand((3, 4))
 y = UOp.buffer(1, 12).reshape((3, 4))
 # --8<-- [start:c]
-print(render_c(Kernel("scale_rows", rangeify([(UOp.buffer(2, 12), x * y)]))), end="")
+print(render_c(linearize(Kernel("scale_rows", rangeify([(UOp.buffer(2, 12), x * y)])))), end="")
 # --8<-- [end:c]

@@ -1,7 +1,7 @@
 """Chapter 6: the loop tree of the softmax kernel, drawn as Mermaid from LoopTree.parent, siblings in run order."""
 
 from uopc.ir import AxisType, Ops, UOp, toposort
-from uopc.lower import expand_reduces, linearize, rangeify
+from uopc.lower import expand_reduces, linear_order, rangeify
 from uopc.lower.linearize import LoopTree, loop_ranges
 
 x = UOp.buffer(0, 12).reshape((3, 4))
@@ -14,7 +14,7 @@ ranges = loop_ranges(nodes)
 tree = LoopTree(nodes, ranges)
 print("flowchart TB")
 print('  root["root: the function body"]')
-program = linearize(kernel)  # siblings in the order they run
+program = linear_order(kernel)  # siblings in the order they run
 for r, parent in sorted(tree.parent.items(), key=lambda item: program.index(item[0])):
     name = {AxisType.REDUCE: "ridx", AxisType.THREAD: "tidx"}.get(r.arg.kind, "idx") + str(r.arg.axis)
     accs = sum(u.op is Ops.DEFINE_ACC and tree.innermost(ranges[u], u) is r for u in nodes)

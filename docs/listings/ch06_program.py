@@ -1,7 +1,7 @@
 """Chapter 6: the linearized program: RANGE opens a loop, ENDRANGE closes it, every node in its block."""
 
 from uopc.ir import AxisType, Ops, UOp, toposort
-from uopc.lower import linearize, rangeify
+from uopc.lower import linear_order, rangeify
 
 
 def loop_name(r: UOp) -> str:
@@ -15,7 +15,7 @@ names = {u: f"%{n}" for n, u in enumerate(u for u in toposort(kernel) if u.op is
 
 # --8<-- [start:program]
 depth = 0
-for u in linearize(kernel):
+for u in linear_order(kernel):
     depth -= u.op is Ops.ENDRANGE
     what = loop_name(u) if u.op is Ops.RANGE else loop_name(u.src[0]) if u.op is Ops.ENDRANGE else names.get(u, u.arg)
     print("  " * depth + f"{u.op.name} {what}")

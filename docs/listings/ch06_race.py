@@ -4,7 +4,7 @@ import difflib
 
 from uopc.backend.c import render_c
 from uopc.ir import UOp
-from uopc.lower import Kernel, Opts, apply_opts, rangeify
+from uopc.lower import Kernel, Opts, linearize, rangeify
 
 
 def gemm_graph(m: int, k: int, n: int) -> UOp:
@@ -15,8 +15,8 @@ def gemm_graph(m: int, k: int, n: int) -> UOp:
 
 
 # --8<-- [start:threaded]
-kernel = apply_opts(rangeify([(UOp.buffer(2, 64 * 64), gemm_graph(64, 64, 64))]), Opts(thread=0))
-source = render_c(Kernel("gemm", kernel))
+kernel = Kernel("gemm", rangeify([(UOp.buffer(2, 64 * 64), gemm_graph(64, 64, 64))]), Opts(thread=0))
+source = render_c(linearize(kernel))
 # --8<-- [end:threaded]
 # --8<-- [start:mutant]
 # The bug to avoid, made by hand: declare acc0 once, at the top of the function, and only reset it in the loop.

@@ -4,13 +4,13 @@ import numpy as np
 
 from uopc.backend.c import Program, render_c
 from uopc.ir import UOp
-from uopc.lower import Kernel, rangeify
+from uopc.lower import Kernel, linearize, rangeify
 
 # --8<-- [start:pad]
 x = UOp.buffer(0, 6).reshape((2, 3))
 padded = x.exp().pad(((0, 0), (1, 1)))  # exp first, then a zero column on each side: shape (2, 5)
 kernel = Kernel("pad_exp", rangeify([(UOp.buffer(1, 10), padded)]))
-source = render_c(kernel)
+source = render_c(linearize(kernel))
 print(source)
 a = np.log(np.arange(1, 7, dtype=np.float32)).reshape(2, 3)  # exp(a) is 1..6
 out = np.zeros(10, dtype=np.float32)

@@ -2,7 +2,7 @@
 
 from uopc.backend.c import render_c
 from uopc.ir import UOp
-from uopc.lower import Kernel, Opts, apply_opts, rangeify
+from uopc.lower import Kernel, Opts, linearize, rangeify
 
 
 def gemm_graph(m: int, k: int, n: int) -> UOp:
@@ -14,5 +14,5 @@ def gemm_graph(m: int, k: int, n: int) -> UOp:
 
 # --8<-- [start:thread]
 gemm = rangeify([(UOp.buffer(2, 64 * 32), gemm_graph(64, 16, 32))])  # loops: idx0 < 64, idx1 < 32, ridx2 < 16
-print(render_c(Kernel("gemm_threads", apply_opts(gemm, Opts(thread=1)))), end="")
+print(render_c(linearize(Kernel("gemm_threads", gemm, Opts(thread=1)))), end="")
 # --8<-- [end:thread]

@@ -2,7 +2,7 @@
 
 from uopc.backend.c import render_c
 from uopc.ir import UOp
-from uopc.lower import Kernel, Opts, apply_opts, rangeify
+from uopc.lower import Kernel, Opts, linearize, rangeify
 
 
 def gemm_graph(m: int, k: int, n: int) -> UOp:
@@ -14,5 +14,5 @@ def gemm_graph(m: int, k: int, n: int) -> UOp:
 
 # --8<-- [start:tile]
 gemm = rangeify([(UOp.buffer(2, 8 * 8), gemm_graph(8, 8, 8))])  # loops: idx0, idx1 (outputs), ridx2 (reduce)
-print(render_c(Kernel("gemm_2x2", apply_opts(gemm, Opts(upcast={0: 2, 1: 2})))), end="")
+print(render_c(linearize(Kernel("gemm_2x2", gemm, Opts(upcast={0: 2, 1: 2})))), end="")
 # --8<-- [end:tile]

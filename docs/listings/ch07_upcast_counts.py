@@ -2,7 +2,7 @@
 
 from uopc.backend.c import render_c
 from uopc.ir import UOp
-from uopc.lower import Kernel, Opts, apply_opts, rangeify
+from uopc.lower import Kernel, Opts, linearize, rangeify
 
 
 def gemm_graph(m: int, k: int, n: int) -> UOp:
@@ -24,7 +24,7 @@ def loop_body(source: str, header: str) -> list[str]:
 # --8<-- [start:counts]
 big = rangeify([(UOp.buffer(2, 16 * 16), gemm_graph(16, 16, 16))])
 for opts in [Opts(), Opts(upcast={0: 4, 1: 4})]:
-    src = render_c(Kernel("gemm", apply_opts(big, opts)))
+    src = render_c(linearize(Kernel("gemm", big, opts)))
     body = loop_body(src, "for (int ridx2")
     loads, updates = sum("= data" in line for line in body), sum(line.startswith("acc") for line in body)
     print(

@@ -4,8 +4,7 @@ import numpy as np
 
 from uopc.ir import Ops, to_uir
 from uopc.lower import normalize
-from uopc.tensor import Tensor
-from uopc.tensor.realize import PLANS
+from uopc.tensor import Tensor, realizer
 
 rng = np.random.default_rng(0)
 
@@ -25,13 +24,13 @@ print(to_uir(ga))
 # --8<-- [end:normalize]
 
 # --8<-- [start:constants]
-before = PLANS.made
+before = realizer.plans.made
 for scale in (0.5, 0.25, 0.125):
     (data() * scale).numpy()  # a Python number becomes a CONST in the graph
-print("Python constants:    ", PLANS.made - before, "new plans for 3 values")
-before = PLANS.made
+print("Python constants:    ", realizer.plans.made - before, "new plans for 3 values")
+before = realizer.plans.made
 for scale in (0.5, 0.25, 0.125):
     s = Tensor([scale]).reshape(())  # a one-element tensor is a BUFFER: an input of the plan
     (data() * s).numpy()
-print("one-element tensors: ", PLANS.made - before, "new plan for 3 values")
+print("one-element tensors: ", realizer.plans.made - before, "new plan for 3 values")
 # --8<-- [end:constants]

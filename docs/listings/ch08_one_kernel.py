@@ -4,7 +4,7 @@ import numpy as np
 
 from uopc.backend.c import render_c
 from uopc.ir import UOp
-from uopc.lower import Kernel, make_plan, normalize, rangeify
+from uopc.lower import Kernel, linearize, make_plan, normalize, rangeify
 from uopc.tensor import Tensor
 
 
@@ -24,8 +24,8 @@ programs = {
 for name, t in programs.items():
     graph, _ = normalize([t.uop])
     plan = make_plan(graph, opt=False)
-    planned = sum(k.flops for k in plan.kernels)
-    alone = one_kernel(graph.src[0]).flops
+    planned = sum(linearize(k).flops for k in plan.kernels)
+    alone = linearize(one_kernel(graph.src[0])).flops
     print(f"{name:26s} one kernel {alone:>7,} flops   plan {planned:>7,} flops in {len(plan.kernels)} kernels")
 # --8<-- [end:compare]
 
@@ -33,5 +33,5 @@ print()
 # --8<-- [start:nested]
 small = Tensor(np.ones((4, 4), np.float32))
 graph, _ = normalize([(small - small.mean(0)).square().sum(1).uop])
-print(render_c(one_kernel(graph.src[0])))
+print(render_c(linearize(one_kernel(graph.src[0]))))
 # --8<-- [end:nested]

@@ -2,8 +2,7 @@
 
 import numpy as np
 
-from uopc.backend.c import CExecutable
-from uopc.lower import make_plan, normalize
+from uopc.lower import compile_plan, get_backend, make_plan, normalize
 from uopc.tensor import Tensor
 
 x = Tensor(np.random.default_rng(0).standard_normal((4, 6)).astype(np.float32))
@@ -19,6 +18,7 @@ for step in plan.steps:
     args = ", ".join(f"{p.name} = buffer {b}" for p, b in zip(kernel.params, step.buffers, strict=True))
     print(f"call {kernel.name}({args})")
 
-source = CExecutable(plan.kernels, plan.steps).source  # what the C backend builds: every kernel, then uopc_plan
+compiled = compile_plan(plan, get_backend("C"))  # every kernel linearized, rendered into one file, built, loaded
+source = compiled.source.text
 print(source[source.index("void uopc_plan") :], end="")
 # --8<-- [end:plan]

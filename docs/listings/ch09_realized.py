@@ -2,8 +2,7 @@
 
 import numpy as np
 
-from uopc.tensor import Tensor
-from uopc.tensor.realize import COMPUTED
+from uopc.tensor import Tensor, realizer
 
 a = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)
 
@@ -12,7 +11,7 @@ x = Tensor(a, requires_grad=True)
 h = x * 2
 loss = (h * h).sum()
 print("loss.item() =", loss.item())  # computes the loss now ...
-graph, value = loss.uop, COMPUTED[loss.uop]
+graph, value = loss.uop, realizer.computed[loss.uop]
 print(f"loss.uop is still {graph.op.name} of {graph.src[0].op.name};", end=" ")
 print(f"its value: {value.op.name} of {value.src[0].op.name}")
 loss.backward()  # ... and backward() still finds x through the graph

@@ -1,10 +1,10 @@
-"""Chapter 10: the preface's six lines with DEBUG=4 and OPT=0: every kernel's C, its time, and the result.
+"""Chapter 10: the preface's six lines with DEBUG=4 and OPT=0: the plan's C, each kernel's time, and the result.
 
 The timing lines are measured while the page is built, so their numbers vary from run to run."""
 
 import os
 
-os.environ["DEBUG"] = "4"  # print each kernel's source when its plan is built, and time every kernel
+os.environ["DEBUG"] = "4"  # print the plan's source when it is compiled, and time every kernel
 os.environ["OPT"] = "0"  # no opts: the plain loops of rangeify
 
 # --8<-- [start:taste]

@@ -3,10 +3,9 @@ the same optimizer with the learning rate as a Python float compiles a plan per 
 
 import numpy as np
 
-from uopc.tensor import Tensor
+from uopc.tensor import Tensor, realizer
 from uopc.tensor.nn import Linear, Module
 from uopc.tensor.optim import SGD, AdamW, Optimizer, State
-from uopc.tensor.realize import PLANS
 
 
 class MLP(Module):
@@ -40,13 +39,13 @@ def train(make: type[Optimizer], steps: int) -> None:
         opt.lr = 0.1 / (step + 1)  # a new learning rate every step
         x = Tensor(rng.standard_normal((32, 6)).astype(np.float32))
         y = Tensor(rng.integers(0, 3, 32).astype(np.int32))
-        before = PLANS.made
+        before = realizer.plans.made
         loss = model(x).cross_entropy(y)
         opt.zero_grad()
         loss.backward()
         opt.step(loss)  # forward, backward and update: one plan
-        made.append(PLANS.made - before)
-    plan = list(PLANS.plans.values())[-1]
+        made.append(realizer.plans.made - before)
+    plan = list(realizer.plans.plans.values())[-1]
     print(f"{make.__name__:11s} plans made per step {made}; the last step's plan has {len(plan.kernels)} kernels")
 
 

@@ -3,10 +3,9 @@ which kernels its plan runs, and where the floating-point work is. No timings: t
 
 import numpy as np
 
-from uopc.tensor import Tensor
+from uopc.tensor import Tensor, realizer
 from uopc.tensor.nn import Linear, Module
 from uopc.tensor.optim import AdamW
-from uopc.tensor.realize import PLANS
 
 
 class MLP(Module):
@@ -30,11 +29,12 @@ for _ in range(2):
     opt.zero_grad()
     loss.backward()
     opt.step(loss)
-print(f"plans made in two steps: {PLANS.made}")
-((graph, _), plan) = next(iter(PLANS.plans.items()))  # the key is the normalized graph of the whole step
+print(f"plans made in two steps: {realizer.plans.made}")
+((graph, _), plan) = next(iter(realizer.plans.plans.items()))  # the key is the normalized graph of the whole step
 print(f"nodes in the step's graph (forward, backward, update): {len(graph.toposort()):,}")
-total = sum(k.flops for k in plan.kernels)
-print(f"{len(plan.kernels)} kernels, {total / 1e6:.1f} MFLOP per step; the five biggest:")
-for k in sorted(plan.kernels, key=lambda k: -k.flops)[:5]:
-    print(f"  {k.name:14s} {k.flops / 1e6:7.2f} MFLOP  {100 * k.flops / total:5.1f}%")
+programs = realizer.compiled[plan]["C"].programs  # the plan's kernels as the C backend got them
+total = sum(p.flops for p in programs)
+print(f"{len(programs)} kernels, {total / 1e6:.1f} MFLOP per step; the five biggest:")
+for p in sorted(programs, key=lambda p: -p.flops)[:5]:
+    print(f"  {p.name:14s} {p.flops / 1e6:7.2f} MFLOP  {100 * p.flops / total:5.1f}%")
 # --8<-- [end:step]

@@ -4,17 +4,16 @@ from collections.abc import Callable
 
 import numpy as np
 
-from uopc.tensor import Tensor
-from uopc.tensor.realize import PLANS
+from uopc.tensor import Tensor, realizer
 
 
 def plans_per_step(step: Callable[[int], None], n: int) -> list[int]:
     """How many new plans each of `step(0)`, ..., `step(n - 1)` made."""
     made = []
     for i in range(n):
-        before = PLANS.made
+        before = realizer.plans.made
         step(i)
-        made.append(PLANS.made - before)
+        made.append(realizer.plans.made - before)
     return made
 
 

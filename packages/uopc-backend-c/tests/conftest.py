@@ -7,10 +7,13 @@ The `o0` subset runs once more with kernels built under AddressSanitizer and UBS
 sanitize:test`), with the tests marked `sanitize`, which check that those sanitizers really report.
 """
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
+
+from uopc.backend.c import CCompiler, CExecutable, CRenderer, CRuntime
+from uopc.lower import Kernel, Step, linearize
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -26,3 +29,16 @@ def kernel_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("UOPC_CACHE", str(folder))
         yield folder
+
+
+@pytest.fixture(scope="session")
+def build_kernels() -> Callable[[Sequence[Kernel], Sequence[Step]], CExecutable]:
+    """Kernels built into one library and loaded, the way compile_plan builds a plan's: each kernel
+    linearized, then the C backend's renderer, compiler and runtime in turn."""
+
+    def build(kernels: Sequence[Kernel], steps: Sequence[Step]) -> CExecutable:
+        programs = [linearize(k) for k in kernels]
+        binary = CCompiler().compile(CRenderer().render(programs, steps))
+        return CRuntime().load(binary, programs, steps)
+
+    return build

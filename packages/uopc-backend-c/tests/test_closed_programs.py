@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,9 @@ import pytest
 
 from uopc.backend.c import CExecutable, numpy_dtype
 from uopc.ir import AxisType, DType, Ops, UOp, dtypes, run, stack, to_python
-from uopc.lower import Kernel, Opts, apply_opts, rangeify
+from uopc.lower import Kernel, Opts, Step, rangeify
+
+Build = Callable[[Sequence[Kernel], Sequence[Step]], CExecutable]
 
 Array = npt.NDArray[Any]
 Shape = tuple[int, ...]
@@ -148,17 +151,17 @@ class Case:
 
 
 @pytest.fixture(scope="module")
-def built() -> tuple[list[Case], CExecutable]:
+def built(build_kernels: Build) -> tuple[list[Case], CExecutable]:
     cases = []
     for seed in SEEDS:
         p = program(seed)
         np_dtype = np.float32 if p.scalar_dtype is dtypes.bfloat16 else p.scalar_dtype.np_name
         want = np.array(to_python(run(p)), dtype=np_dtype).reshape(-1)
         ast = rangeify([(UOp.buffer(0, p.size, p.scalar_dtype), p)])
-        opted = apply_opts(ast, random_opts(ast, random.Random(seed)))
-        cases.append(Case(p, want, Kernel(f"closed_{seed}", ast), Kernel(f"closed_opt_{seed}", opted)))
+        opted = Kernel(f"closed_opt_{seed}", ast, random_opts(ast, random.Random(seed)))
+        cases.append(Case(p, want, Kernel(f"closed_{seed}", ast), opted))
     kernels = [k for c in cases for k in (c.kernel, c.opted)]
-    return cases, CExecutable(kernels, [])
+    return cases, build_kernels(kernels, [])
 
 
 @pytest.mark.o0
@@ -170,7 +173,7 @@ def test_closed_program_c_matches_rewrite_interpreter(built: tuple[list[Case], C
     for kernel in (case.kernel, case.opted):
         assert [p.slot for p in kernel.params] == [0]  # closed: the destination is the only buffer
         out = np.zeros(case.want.size, numpy_dtype(dtype))
-        exe.run_kernel(exe.kernels.index(kernel), [out])
+        exe.run_kernel([p.name for p in exe.programs].index(kernel.name), [out])
         if dtype is dtypes.bfloat16:  # the bit patterns, as float32
             out = (out.astype(np.uint32) << 16).view(np.float32)
         if dtype.is_float:  # sums may be reordered, and libm's exp and sin differ from Python's in the last bit

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import pytest
 
-from uopc.backend.c import ArgumentError, CBackend, CExecutable, batch_source
+from uopc.backend.c import C_BACKEND, ArgumentError, CExecutable, CRenderer, RenderError, batch_source
 from uopc.ir import UOp, dtypes
-from uopc.lower import Kernel, Step, get_backend, rangeify
+from uopc.lower import Kernel, Step, compile_plan, get_backend, linearize, make_plan, normalize, rangeify
+
+Build = Callable[[Sequence[Kernel], Sequence[Step]], CExecutable]
 
 # scale: out = 2 x + 1 over 6 floats; rowsum: out[r] = sum of row r of a 2 x 3 matrix
 SCALE = Kernel("scale", rangeify([(UOp.buffer(1, 6), UOp.buffer(0, 6) * 2.0 + 1.0)]))
@@ -22,10 +25,13 @@ def scale(x: Any) -> Any:
     return x * 2 + 1
 
 
+# x -> scale -> tmp -> scale -> tmp2 -> rowsum -> out: the later steps read what the earlier ones wrote
+CHAIN = [Step(0, (0, 1)), Step(0, (1, 2)), Step(1, (2, 3))]
+
+
 @pytest.fixture(scope="module")
-def chain() -> CExecutable:
-    # x -> scale -> tmp -> scale -> tmp2 -> rowsum -> out: the later steps read what the earlier ones wrote
-    return CExecutable([SCALE, ROWSUM], [Step(0, (0, 1)), Step(0, (1, 2)), Step(1, (2, 3))])
+def chain(build_kernels: Build) -> CExecutable:
+    return build_kernels([SCALE, ROWSUM], CHAIN)
 
 
 def buffers() -> list[Any]:
@@ -40,8 +46,9 @@ def test_plan_runs_steps_in_order_in_one_call(chain: CExecutable) -> None:
     np.testing.assert_array_equal(bufs[1], scale(x))
     np.testing.assert_array_equal(bufs[2], scale(scale(x)))
     np.testing.assert_array_equal(bufs[3], scale(scale(x)).reshape(2, 3).sum(1))
-    assert chain.source.count("void uopc_plan") == 1
-    plan = chain.source[chain.source.index("void uopc_plan") :]
+    source = CRenderer().render([linearize(SCALE), linearize(ROWSUM)], CHAIN).text
+    assert source.count("void uopc_plan") == 1
+    plan = source[source.index("void uopc_plan") :]
     assert plan.index("scale(bufs[0], bufs[1])") < plan.index("scale(bufs[1], bufs[2])") < plan.index("rowsum(")
 
 
@@ -112,24 +119,24 @@ def test_run_kernel_refuses_a_read_only_output_but_not_a_read_only_input(chain: 
     np.testing.assert_array_equal(out, [3.0, 12.0])
 
 
-def test_inconsistent_plans_are_refused() -> None:
-    with pytest.raises(ValueError, match="step calls scale with 3 buffers; it takes 2"):
-        CExecutable([SCALE], [Step(0, (0, 1, 2))])
-    with pytest.raises(ValueError, match="plan buffer 1 is float32 in one kernel and int32 in to_int"):
-        CExecutable([SCALE, TO_INT], [Step(0, (0, 1)), Step(1, (2, 1))])
-    with pytest.raises(ValueError, match="kernel names in one batch must be unique"):
-        batch_source([SCALE, SCALE], [])
+def test_inconsistent_plans_are_refused(build_kernels: Build) -> None:
+    with pytest.raises(RenderError, match="step calls scale with 3 buffers; it takes 2"):
+        build_kernels([SCALE], [Step(0, (0, 1, 2))])
+    with pytest.raises(RenderError, match="plan buffer 1 is float32 in one kernel and int32 in to_int"):
+        build_kernels([SCALE, TO_INT], [Step(0, (0, 1)), Step(1, (2, 1))])
+    with pytest.raises(RenderError, match="kernel names in one batch must be unique"):
+        batch_source([linearize(SCALE), linearize(SCALE)], [])
 
 
-def test_plan_buffer_shared_by_kernels_of_different_sizes_takes_the_largest() -> None:
+def test_plan_buffer_shared_by_kernels_of_different_sizes_takes_the_largest(build_kernels: Build) -> None:
     # ROWSUM writes 2 elements of buffer 1, SCALE then reads all 6 of it: the plan needs 6
-    exe = CExecutable([SCALE, ROWSUM], [Step(1, (0, 1)), Step(0, (1, 2))])
+    exe = build_kernels([SCALE, ROWSUM], [Step(1, (0, 1)), Step(0, (1, 2))])
     assert [p.size for p in exe.buffers.values()] == [6, 6, 6]
     x, mid, out = np.arange(6, dtype=np.float32), np.full(6, 10, np.float32), np.zeros(6, np.float32)
     exe.run([x, mid, out])
     np.testing.assert_array_equal(out, scale(np.array([3, 12, 10, 10, 10, 10], np.float32)))
     # and the other way round: SCALE writes all 6 elements of buffer 1, then ROWSUM overwrites the first 2
-    exe = CExecutable([SCALE, ROWSUM], [Step(0, (0, 1)), Step(1, (0, 1))])
+    exe = build_kernels([SCALE, ROWSUM], [Step(0, (0, 1)), Step(1, (0, 1))])
     assert [p.size for p in exe.buffers.values()] == [6, 6]
     out = np.zeros(6, np.float32)
     exe.run([x, out])
@@ -138,14 +145,27 @@ def test_plan_buffer_shared_by_kernels_of_different_sizes_takes_the_largest() ->
 
 def test_c_backend_is_registered_and_round_trips_numpy() -> None:
     backend = get_backend("c")
-    assert isinstance(backend, CBackend) and backend.name == "C"
-    buf = backend.allocate(dtypes.int16, 5)
+    assert backend is C_BACKEND and backend.name == "C"
+    runtime = backend.runtime
+    buf = runtime.allocate(dtypes.int16, 5)
     assert buf.dtype == np.int16 and buf.shape == (5,)
     a = np.arange(6, dtype=np.float32).reshape(2, 3).T  # not contiguous: from_numpy copies into C order
-    stored = backend.from_numpy(a)
+    stored = runtime.from_numpy(a)
     assert stored.flags.c_contiguous and stored.shape == (6,)
-    np.testing.assert_array_equal(backend.to_numpy(stored), a.reshape(-1))
-    exe = backend.compile([SCALE], [Step(0, (0, 1))])
-    out = backend.allocate(dtypes.float32, 6)
-    exe.run([backend.from_numpy(np.ones(6, np.float32)), out])
-    np.testing.assert_array_equal(backend.to_numpy(out), np.full(6, 3.0))
+    np.testing.assert_array_equal(runtime.to_numpy(stored), a.reshape(-1))
+
+
+def test_compile_plan_runs_a_plan_on_the_c_backend() -> None:
+    """The driver with the C backend's three parts: a plan of two kernels (a row sum, then the rest)."""
+    x = UOp.buffer(0, 6).reshape((2, 3))
+    graph, _ = normalize([x * 2.0 - x.sum([1]).expand((2, 3))])
+    plan = make_plan(graph)
+    assert len(plan.kernels) == 2
+    compiled = compile_plan(plan, C_BACKEND)
+    assert [p.name for p in compiled.programs] == [k.name for k in plan.kernels]
+    assert "void uopc_plan" in compiled.source.text and compiled.binary.path.exists()
+    xs = np.arange(6, dtype=np.float32)
+    buffers = [xs] + [C_BACKEND.runtime.allocate(b.dtype, b.size) for b in plan.buffers[plan.n_inputs :]]
+    compiled.executable.run(buffers)
+    want = xs.reshape(2, 3) * 2 - xs.reshape(2, 3).sum(1, keepdims=True)
+    np.testing.assert_array_equal(buffers[plan.outputs[0]].reshape(2, 3), want)

@@ -17,7 +17,7 @@ import pytest
 
 from uopc.backend.c import Program, render_c
 from uopc.ir import DType, Ops, UOp, dtypes
-from uopc.lower import Kernel, apply_opts, choose_opts, rangeify
+from uopc.lower import Kernel, Opts, choose_opts, linearize, rangeify
 
 Array = npt.NDArray[Any]
 
@@ -27,10 +27,8 @@ SPECIAL = [np.inf, -np.inf, np.nan, -0.0, 0.0, 1e30, -1e30, 3e38, 3.0, -2.5, 1e-
 def run(value: UOp, *inputs: Array, opt: bool = False) -> Array:
     """Lower, compile and run `value` (reading buffers 0..n-1) on `inputs`; the result has its shape."""
     dest = UOp.buffer(len(inputs), value.size, value.scalar_dtype)
-    kernel = rangeify([(dest, value)])
-    if opt:
-        kernel = apply_opts(kernel, choose_opts(kernel))
-    program = Kernel("k", kernel)
+    ast = rangeify([(dest, value)])
+    program = linearize(Kernel("k", ast, choose_opts(ast) if opt else Opts()))
     out = np.zeros(value.size, value.scalar_dtype.np_name)
     Program(render_c(program), "k")(*inputs, out)
     return out.reshape(value.shape)
@@ -119,14 +117,14 @@ def test_a_matmul_with_inf_gives_nan_where_numpy_does() -> None:
 
 def test_only_sums_over_contiguous_loads_get_vector_lanes() -> None:
     x = UOp.buffer(0, 64 * 64).reshape((64, 64))
-    row_sum = render_c(Kernel("k", rangeify([(UOp.buffer(1, 64), x.sum([1]).reshape((64,)))])))
+    row_sum = render_c(linearize(Kernel("k", rangeify([(UOp.buffer(1, 64), x.sum([1]).reshape((64,)))]))))
     assert "#pragma omp simd reduction(+:acc0)" in row_sum
-    column_sum = render_c(Kernel("k", rangeify([(UOp.buffer(1, 64), x.sum([0]).reshape((64,)))])))
+    column_sum = render_c(linearize(Kernel("k", rangeify([(UOp.buffer(1, 64), x.sum([0]).reshape((64,)))]))))
     assert "omp simd" not in column_sum  # the loads stride by 64: lanes would gather
-    row_max = render_c(Kernel("k", rangeify([(UOp.buffer(1, 64), x.reduce(Ops.MAX, [1]).reshape((64,)))])))
+    row_max = render_c(linearize(Kernel("k", rangeify([(UOp.buffer(1, 64), x.reduce(Ops.MAX, [1]).reshape((64,)))]))))
     assert "omp simd" not in row_max  # a max keeps the loop's order
     short = UOp.buffer(0, 64 * 10).reshape((64, 10))
-    short_sum = render_c(Kernel("k", rangeify([(UOp.buffer(1, 64), short.sum([1]).reshape((64,)))])))
+    short_sum = render_c(linearize(Kernel("k", rangeify([(UOp.buffer(1, 64), short.sum([1]).reshape((64,)))]))))
     assert "omp simd" not in short_sum  # 10 iterations: lanes would cost more than they save
 
 
@@ -137,7 +135,7 @@ def test_only_kernels_whose_products_all_feed_sums_may_fuse_them() -> None:
 
     def source(value: UOp) -> str:
         slots = [u.arg.slot for u in value.toposort() if u.op is Ops.BUFFER]
-        return render_c(Kernel("k", rangeify([(UOp.buffer(max(slots) + 1, value.size), value)])))
+        return render_c(linearize(Kernel("k", rangeify([(UOp.buffer(max(slots) + 1, value.size), value)]))))
 
     assert 'optimize("fp-contract=fast")' in source(matmul)
     assert "fp-contract" not in source(matmul * 2.0)  # a product that is not summed: IEEE, unfused

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -10,7 +11,9 @@ import pytest
 
 from uopc.backend.c import CExecutable, render_c
 from uopc.ir import UOp
-from uopc.lower import Kernel, Opts, apply_opts, rangeify
+from uopc.lower import Kernel, Opts, Step, linearize, rangeify
+
+Build = Callable[[Sequence[Kernel], Sequence[Step]], CExecutable]
 
 Array = npt.NDArray[Any]
 
@@ -23,7 +26,7 @@ def gemm_graph(m: int, k: int, n: int) -> UOp:
 
 
 def gemm_kernel(m: int, k: int, n: int, opts: Opts, name: str = "gemm") -> Kernel:
-    return Kernel(name, apply_opts(rangeify([(UOp.buffer(2, m * n), gemm_graph(m, k, n))]), opts))
+    return Kernel(name, rangeify([(UOp.buffer(2, m * n), gemm_graph(m, k, n))]), opts)
 
 
 def operands(m: int, k: int, n: int, seed: int = 0) -> tuple[Array, Array]:
@@ -52,8 +55,8 @@ M, K, N = 24, 40, 16  # distinct sizes: a swapped axis changes the answer
 
 
 @pytest.fixture(scope="module")
-def gemm_exe() -> CExecutable:
-    return CExecutable([gemm_kernel(M, K, N, o, f"gemm_{i}") for i, o in enumerate(OPTS.values())], [])
+def gemm_exe(build_kernels: Build) -> CExecutable:
+    return build_kernels([gemm_kernel(M, K, N, o, f"gemm_{i}") for i, o in enumerate(OPTS.values())], [])
 
 
 @pytest.mark.o0
@@ -66,11 +69,11 @@ def test_gemm_with_opts_matches_numpy(gemm_exe: CExecutable, name: str) -> None:
 
 
 @pytest.mark.o0
-def test_threaded_gemm_is_race_free() -> None:
+def test_threaded_gemm_is_race_free(build_kernels: Build) -> None:
     # At -O0 every access to a variable goes to memory, so an accumulator shared between OpenMP threads
     # (declared outside the parallel loop) gives wrong sums: this test is the reason for the -O0 run.
     m = k = n = 128
-    exe = CExecutable(
+    exe = build_kernels(
         [
             gemm_kernel(m, k, n, Opts(thread=0), "tgemm"),
             gemm_kernel(m, k, n, Opts(upcast={1: 4}, thread=0), "tgemm_up"),
@@ -86,15 +89,15 @@ def test_threaded_gemm_is_race_free() -> None:
 
 
 def test_upcast_gemm_has_one_shared_reduce_loop_and_four_accumulators() -> None:
-    source = render_c(gemm_kernel(8, 8, 8, Opts(upcast={0: 2, 1: 2})))
+    source = render_c(linearize(gemm_kernel(8, 8, 8, Opts(upcast={0: 2, 1: 2}))))
     assert source.count("for (") == 3, source  # 2 output loops + ONE reduce loop for the 2x2 tile
     accumulators = [line for line in source.splitlines() if line.strip().startswith("float acc")]
     assert len(accumulators) == 4, source
-    assert render_c(gemm_kernel(8, 8, 8, Opts())).count("float acc") == 1
+    assert render_c(linearize(gemm_kernel(8, 8, 8, Opts()))).count("float acc") == 1
 
 
 def test_threaded_accumulators_are_declared_inside_the_parallel_loop() -> None:
-    source = render_c(gemm_kernel(8, 8, 8, Opts(upcast={1: 2}, thread=0)))
+    source = render_c(linearize(gemm_kernel(8, 8, 8, Opts(upcast={1: 2}, thread=0))))
     lines = source.splitlines()
     (pragma,) = [n for n, line in enumerate(lines) if "#pragma omp parallel for" in line]
     assert lines[pragma + 1].strip().startswith("for (int tidx0")  # the pragma applies to the threaded loop
@@ -106,5 +109,18 @@ def test_threaded_accumulators_are_declared_inside_the_parallel_loop() -> None:
 
 
 def test_unrolled_reduce_loop_runs_fewer_iterations() -> None:
-    source = render_c(gemm_kernel(8, 16, 8, Opts(unroll={2: 4})))
+    source = render_c(linearize(gemm_kernel(8, 16, 8, Opts(unroll={2: 4}))))
     assert "ridx2 < 4;" in source and source.count("= data0[") == 4
+
+
+def test_register_tiles_over_strided_loads_ask_gcc_not_to_vectorize_loops() -> None:
+    """The hint travels in the linear program (strided_axes): gcc vectorizes such a tile's straight-line code
+    ten times better than a reduce loop built from scattered elements (notebook entry 31)."""
+    attribute = '"no-tree-loop-vectorize"'
+    strided = gemm_kernel(8, 8, 8, Opts(upcast={0: 2, 1: 2}))  # B is read down its columns: a stride of n
+    assert attribute in render_c(linearize(strided))
+    assert attribute not in render_c(linearize(gemm_kernel(8, 8, 8, Opts())))  # no tile: the loop is all there is
+    a = UOp.buffer(0, 64).reshape((8, 1, 8)).expand((8, 8, 8))
+    b_transposed = UOp.buffer(1, 64).reshape((1, 8, 8)).expand((8, 8, 8))  # A @ B.T: both read along k
+    contiguous = rangeify([(UOp.buffer(2, 64), (a * b_transposed).sum([2]).reshape((8, 8)))])
+    assert attribute not in render_c(linearize(Kernel("k", contiguous, Opts(upcast={0: 2, 1: 2}))))

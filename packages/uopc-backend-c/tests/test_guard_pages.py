@@ -27,7 +27,7 @@ import pytest
 
 from uopc.backend.c import Program, render_c
 from uopc.ir import UOp
-from uopc.lower import Kernel, apply_opts, choose_opts, rangeify
+from uopc.lower import Kernel, choose_opts, linearize, rangeify
 
 Array = npt.NDArray[Any]
 PAGE_FLOATS = mmap.PAGESIZE // 4
@@ -65,9 +65,9 @@ def run_case(name: str) -> None:
     x = np.random.default_rng(0).standard_normal(PAGE_FLOATS).astype(np.float32)
     value = build(UOp.buffer(0, x.size))
     ast = rangeify([(UOp.buffer(1, value.size), value.reshape((value.size,)))])
-    for kernel in (Kernel("plain", ast), Kernel("opt", apply_opts(ast, choose_opts(ast)))):
+    for kernel in (Kernel("plain", ast), Kernel("opt", ast, choose_opts(ast))):
         out = np.zeros(value.size, np.float32)
-        Program(render_c(kernel), kernel.name)(guarded(x), out)
+        Program(render_c(linearize(kernel)), kernel.name)(guarded(x), out)
         np.testing.assert_allclose(out.reshape(value.shape), reference(x), rtol=1e-5, atol=1e-5)
 
 

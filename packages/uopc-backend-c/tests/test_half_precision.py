@@ -4,27 +4,27 @@ to nearest even, against an emulation on float32 bits (numpy has no bfloat16).""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pytest
 
-from uopc.backend.c import ArgumentError, CBackend, CExecutable, Program, numpy_dtype, render_c
+from uopc.backend.c import C_BACKEND, ArgumentError, CExecutable, Program, numpy_dtype, render_c
 from uopc.ir import Ops, UOp, dtypes
-from uopc.lower import Kernel, apply_opts, choose_opts, rangeify
+from uopc.lower import Kernel, Opts, Step, choose_opts, linearize, rangeify
+
+Build = Callable[[Sequence[Kernel], Sequence[Step]], CExecutable]
 
 Array = npt.NDArray[Any]
 
 
 def run(value: UOp, *inputs: Array, opt: bool = True) -> Array:
     """Compile and run `value` (reading buffers 0..n-1) on `inputs`; the result has its shape."""
-    kernel = rangeify([(UOp.buffer(len(inputs), value.size, value.scalar_dtype), value)])
-    if opt:
-        kernel = apply_opts(kernel, choose_opts(kernel))
+    ast = rangeify([(UOp.buffer(len(inputs), value.size, value.scalar_dtype), value)])
     out = np.zeros(value.size, numpy_dtype(value.scalar_dtype))
-    Program(render_c(Kernel("k", kernel)), "k")(*inputs, out)
+    Program(render_c(linearize(Kernel("k", ast, choose_opts(ast) if opt else Opts()))), "k")(*inputs, out)
     return out.reshape(value.shape)
 
 
@@ -174,15 +174,15 @@ def test_bfloat16_sums_accumulate_in_float32() -> None:
     np.testing.assert_array_equal(values_of(got), [[3008.0], [3008.0]])  # 3000, rounded once to bfloat16
 
 
-def test_bfloat16_buffers_are_declared_and_checked_as_bit_patterns() -> None:
+def test_bfloat16_buffers_are_declared_and_checked_as_bit_patterns(build_kernels: Build) -> None:
     x = UOp.buffer(0, 4, dtypes.bfloat16)
     kernel = Kernel("k", rangeify([(UOp.buffer(1, 4, dtypes.bfloat16), x + x)]))
-    source = render_c(kernel)
+    source = render_c(linearize(kernel))
     assert "const unsigned short data0[restrict static 4]" in source and "bf16_round(" in source
-    exe = CExecutable([kernel], [])
+    exe = build_kernels([kernel], [])
     with pytest.raises(ArgumentError, match=r"data0 is dtype float32, expected uint16 \(the bit patterns"):
         exe.run_kernel(0, [np.ones(4, np.float32), np.zeros(4, np.uint16)])
     out = np.zeros(4, np.uint16)
     exe.run_kernel(0, [bits_of(np.array([1, 2, 3, 1.5], np.float32)), out])
     np.testing.assert_array_equal(values_of(out), [2, 4, 6, 3])
-    assert CBackend().allocate(dtypes.bfloat16, 3).dtype == np.uint16
+    assert C_BACKEND.runtime.allocate(dtypes.bfloat16, 3).dtype == np.uint16

@@ -8,7 +8,7 @@ compiled into one library (one gcc call), since a gcc call costs more than runni
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,9 @@ import pytest
 from uopc.backend.c import CExecutable
 from uopc.ir import UOp, dtypes
 from uopc.lower import Kernel, rangeify
+from uopc.lower import Step as PlanStep
+
+Build = Callable[[Sequence[Kernel], Sequence[PlanStep]], CExecutable]
 
 Array = npt.NDArray[Any]
 Rng = np.random.Generator
@@ -54,6 +57,7 @@ def permute(rng: Rng, u: UOp, ref: Array) -> tuple[UOp, Array]:
     return u.permute(order), ref.transpose(order)
 
 
+# --8<-- [start:biased-steps]
 def shrink(rng: Rng, u: UOp, ref: Array) -> tuple[UOp, Array]:
     # begin anywhere, end above it: length-1 results are frequent
     bounds = [(b, int(rng.integers(b + 1, s + 1))) for s in ref.shape for b in [int(rng.integers(0, s))]]
@@ -69,6 +73,9 @@ def expand(rng: Rng, u: UOp, ref: Array) -> tuple[UOp, Array]:
         ones = [at]
     grown = tuple(int(rng.integers(2, 4)) if a in ones else s for a, s in enumerate(ref.shape))
     return u.expand(grown), np.broadcast_to(ref, grown)
+
+
+# --8<-- [end:biased-steps]
 
 
 def reshape(rng: Rng, u: UOp, ref: Array) -> tuple[UOp, Array]:
@@ -99,6 +106,7 @@ class Chain:
     steps: list[str]
 
 
+# --8<-- [start:lockstep]
 def make_chain(seed: int, dtype_name: str) -> Chain:
     dtype, np_dtype = DTYPES[dtype_name]
     rng = np.random.default_rng([seed, list(DTYPES).index(dtype_name)])
@@ -116,11 +124,14 @@ def make_chain(seed: int, dtype_name: str) -> Chain:
     return Chain(f"chain_{dtype_name}_{seed}", u, x, np.ascontiguousarray(ref), names)
 
 
+# --8<-- [end:lockstep]
+
+
 CASES = [(seed, d) for d in DTYPES for seed in SEEDS]
 
 
 @pytest.fixture(scope="module")
-def built() -> tuple[dict[str, Chain], dict[str, Kernel | Exception], CExecutable]:
+def built(build_kernels: Build) -> tuple[dict[str, Chain], dict[str, Kernel | Exception], CExecutable]:
     """Every chain, lowered and compiled together. A chain that fails to lower is kept as its error, so
     that only its own test fails."""
     chains = {c.name: c for c in (make_chain(seed, d) for seed, d in CASES)}
@@ -130,7 +141,7 @@ def built() -> tuple[dict[str, Chain], dict[str, Kernel | Exception], CExecutabl
             kernels[c.name] = Kernel(c.name, rangeify([(UOp.buffer(0, c.want.size, c.value.scalar_dtype), c.value)]))
         except Exception as e:  # reported by the chain's own test
             kernels[c.name] = e
-    return chains, kernels, CExecutable([k for k in kernels.values() if isinstance(k, Kernel)], [])
+    return chains, kernels, build_kernels([k for k in kernels.values() if isinstance(k, Kernel)], [])
 
 
 @pytest.mark.o0
@@ -145,7 +156,7 @@ def test_random_movement_chain(
         raise AssertionError(f"{chain.steps} failed to lower") from kernel
     out = np.full(chain.want.size, -7, chain.want.dtype)  # a sentinel no chain produces by chance
     arrays = {0: out, 1: chain.x}  # a chain that reads only padding has no input parameter
-    exe.run_kernel(exe.kernels.index(kernel), [arrays[p.slot] for p in kernel.params])
+    exe.run_kernel([p.name for p in exe.programs].index(kernel.name), [arrays[p.slot] for p in kernel.params])
     np.testing.assert_array_equal(out.reshape(chain.want.shape), chain.want, err_msg=" -> ".join(chain.steps))
 
 

@@ -5,6 +5,7 @@ narrow integers, floor division, every dtype."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,9 @@ import pytest
 
 from uopc.backend.c import CExecutable, Program, c_literal, render_c
 from uopc.ir import DType, Ops, UOp, dtypes
-from uopc.lower import Kernel, rangeify
+from uopc.lower import Kernel, Step, linearize, rangeify
+
+Build = Callable[[Sequence[Kernel], Sequence[Step]], CExecutable]
 
 Array = npt.NDArray[Any]
 
@@ -29,7 +32,7 @@ def run(value: UOp, *inputs: Array) -> Array:
     """Lower, compile and run `value` (its BUFFERs are slots 0..n-1) on `inputs`; the result has its shape."""
     kernel = kernel_of(value)
     out = np.zeros(value.size, value.scalar_dtype.np_name)
-    Program(render_c(kernel), kernel.name)(*inputs, out)
+    Program(render_c(linearize(kernel)), kernel.name)(*inputs, out)
     return out.reshape(value.shape)
 
 
@@ -55,7 +58,7 @@ def indent(line: str) -> int:
 def test_loop_invariant_load_is_hoisted_out_of_the_inner_loop() -> None:
     # out[i, j] = x[i] * y[i, j]: the read of x depends on the outer index only
     x = UOp.buffer(0, 3).reshape((3, 1)).expand((3, 4))
-    source = render_c(kernel_of(x * UOp.buffer(1, 12).reshape((3, 4))))
+    source = render_c(linearize(kernel_of(x * UOp.buffer(1, 12).reshape((3, 4)))))
     lines = lines_of(source)
     outer, inner = line_index(lines, "for (int idx0"), line_index(lines, "for (int idx1")
     x_read = line_index(lines, "= data0[")
@@ -68,7 +71,8 @@ def test_loop_invariant_load_is_hoisted_out_of_the_inner_loop() -> None:
 
 def test_index_division_of_loop_indices_is_plain_c() -> None:
     # loop indices are never negative, so C's truncating / and % are floor division: no helper needed
-    source = render_c(kernel_of(UOp.buffer(0, 24, dtypes.int32).reshape((4, 6)).permute((1, 0)).reshape((24,))))
+    transposed = UOp.buffer(0, 24, dtypes.int32).reshape((4, 6)).permute((1, 0)).reshape((24,))
+    source = render_c(linearize(kernel_of(transposed)))
     assert "/" in source and "%" in source
     assert "floordiv" not in source and "floormod" not in source
 
@@ -77,7 +81,7 @@ def test_division_of_data_uses_the_floor_helpers() -> None:
     # data may be negative: C would truncate -7 / 2 to -3 where the IR (and numpy) floor it to -4
     x = UOp.buffer(0, 8, dtypes.int32)
     value = (x // 2) * 100 + (x % 3)
-    source = render_c(kernel_of(value))
+    source = render_c(linearize(kernel_of(value)))
     assert "static inline int floordiv_i32" in source and "static inline int floormod_i32" in source
     data = np.array([-7, -6, -1, 0, 1, 5, 6, 7], np.int32)
     np.testing.assert_array_equal(run(value, data), (data // 2) * 100 + data % 3)
@@ -85,7 +89,7 @@ def test_division_of_data_uses_the_floor_helpers() -> None:
 
 def test_helpers_are_defined_once_and_only_when_used() -> None:
     x = UOp.buffer(0, 4)
-    source = render_c(kernel_of(x.maximum(1.0).maximum(x * 2.0)))
+    source = render_c(linearize(kernel_of(x.maximum(1.0).maximum(x * 2.0))))
     assert source.count("static inline float max_f32") == 1
     assert "min_" not in source and "floordiv" not in source
 
@@ -208,9 +212,9 @@ def dtype_reference(dtype: DType, a: Array, b: Array) -> Array:
 
 
 @pytest.mark.o0
-def test_every_dtype_but_bfloat16_compiles_and_computes() -> None:
+def test_every_dtype_but_bfloat16_compiles_and_computes(build_kernels: Build) -> None:
     kernels = [dtype_kernel(d)[0] for d in COMPUTE_DTYPES]
-    exe = CExecutable(kernels, [])  # one gcc call for all of them
+    exe = build_kernels(kernels, [])  # one gcc call for all of them
     rng = np.random.default_rng(0)
     for n, dtype in enumerate(COMPUTE_DTYPES):
         np_dtype = np.dtype(dtype.np_name)

@@ -14,17 +14,15 @@ import pytest
 
 from uopc.backend.c import Program, render_c
 from uopc.ir import UOp, dtypes
-from uopc.lower import Kernel, apply_opts, choose_opts, rangeify
+from uopc.lower import Kernel, Opts, choose_opts, linearize, rangeify
 
 Array = npt.NDArray[Any]
 
 
 def run(value: UOp, x: Array, opt: bool = True) -> tuple[Array, str]:
     """Compile and run `value` (reading buffer 0) on x; the result and the C source."""
-    kernel = rangeify([(UOp.buffer(1, value.size, value.scalar_dtype), value)])
-    if opt:
-        kernel = apply_opts(kernel, choose_opts(kernel))
-    source = render_c(Kernel("k", kernel))
+    ast = rangeify([(UOp.buffer(1, value.size, value.scalar_dtype), value)])
+    source = render_c(linearize(Kernel("k", ast, choose_opts(ast) if opt else Opts())))
     out = np.zeros(value.size, value.scalar_dtype.np_name)
     Program(source, "k")(x, out)
     return out.reshape(value.shape), source

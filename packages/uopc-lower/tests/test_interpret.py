@@ -6,25 +6,42 @@ about scopes: when a loop iteration ends, every value computed inside the loop i
 linearize placed outside a loop it depends on (or after a loop it needed to be inside) fails loudly instead
 of reusing a stale value.
 
-The tests compare rangeify + opts + linearize + interpret with two independent oracles: `uopc.ir.run`, the
+The tests compare rangeify + opts + linear_order + interpret with two independent oracles: `uopc.ir.run`, the
 rewrite interpreter, for closed programs (STACK constants, no buffers), and plain Python for small programs
-over buffers.
+over buffers. The interpreter is also a backend of its own (renderer, compiler, runtime), which runs whole
+plans through compile_plan.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
 import random
 from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from uopc.ir import DType, Ops, UOp, dtypes, exec_alu, range_, round_to, run, sink, stack, to_python
-from uopc.ir.uop import ConstValue
-from uopc.lower import Opts, apply_opts, linearize, rangeify
+from uopc.ir import ConstValue, DType, Ops, UOp, dtypes, exec_alu, range_, round_to, run, sink, stack, to_python
+from uopc.lower import (
+    Backend,
+    Binary,
+    LinearProgram,
+    Opts,
+    Source,
+    Step,
+    apply_opts,
+    compile_plan,
+    linear_order,
+    linearize,
+    make_plan,
+    normalize,
+    rangeify,
+)
 
 Buffers = dict[int, list[ConstValue]]
 
@@ -144,7 +161,7 @@ def lower_and_interpret(
     if opts is not None:
         kernel = apply_opts(kernel, opts)
     out: list[ConstValue] = [-12345] * value.size  # a sentinel: every element must be written
-    interpret(linearize(kernel), {**dict(enumerate(list(x) for x in inputs)), slot: out})
+    interpret(linear_order(kernel), {**dict(enumerate(list(x) for x in inputs)), slot: out})
     return out
 
 
@@ -174,7 +191,7 @@ def test_interpreter_runs_a_hand_built_loop() -> None:
     src, dst = UOp.define_global(0, 4), UOp.define_global(1, 4)
     kernel = sink(dst.store(i, src.load(i) * 3.0).end(i))
     out: list[ConstValue] = [0.0] * 4
-    interpret(linearize(kernel), {0: [1.0, 2.0, 3.0, 4.0], 1: out})
+    interpret(linear_order(kernel), {0: [1.0, 2.0, 3.0, 4.0], 1: out})
     assert out == [3.0, 6.0, 9.0, 12.0]
 
 
@@ -445,3 +462,86 @@ def test_pad_flip_shrink_over_buffers_match_python() -> None:
     # pad one row above and one column on each side, flip rows, then drop the last column
     got = lower_and_interpret(t.pad(((1, 0), (1, 1))).flip([0]).shrink(((0, 3), (0, 4))), [x])
     assert got == [0, 4, 5, 6, 0, 1, 2, 3, 0, 0, 0, 0]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The interpreter as a backend: compile_plan with three parts written here, none of them C
+# ---------------------------------------------------------------------------------------------------------
+
+
+class InterpreterRenderer:
+    """Renders nothing to run: the source names the programs and the steps, for the compiler to key."""
+
+    def render(self, programs: Sequence[LinearProgram], steps: Sequence[Step]) -> Source:
+        lines = [f"{p.name}: {len(p.uops)} nodes" for p in programs]
+        return Source("\n".join([*lines, *(f"call {programs[s.kernel].name}{s.buffers}" for s in steps)]))
+
+
+class InterpreterCompiler:
+    """Keeps each source once, in a folder, by its hash: a cache like the C compiler's."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.built = folder, 0
+
+    def compile(self, source: Source) -> Binary:
+        key = hashlib.sha256(source.text.encode()).hexdigest()
+        path = self.folder / key
+        if not path.exists():
+            path.write_text(source.text)
+            self.built += 1
+        return Binary(key, path, path.read_bytes())
+
+
+class Interpreted:
+    def __init__(self, programs: Sequence[LinearProgram], steps: Sequence[Step]) -> None:
+        self.programs, self.steps = programs, steps
+
+    def run(self, buffers: Sequence[Any]) -> None:
+        for s in self.steps:
+            self.run_kernel(s.kernel, [buffers[b] for b in s.buffers])
+
+    def run_kernel(self, index: int, buffers: Sequence[Any]) -> None:
+        interpret(self.programs[index].uops, dict(enumerate(buffers)))
+
+
+class InterpreterRuntime:
+    """Buffers are Python lists; a loaded binary interprets the programs it was built from."""
+
+    def allocate(self, dtype: DType, size: int) -> list[ConstValue]:
+        return [round_to(dtype, 0)] * size
+
+    def from_numpy(self, array: Any) -> list[ConstValue]:
+        return list(array)
+
+    def to_numpy(self, buffer: Any) -> Any:
+        return buffer
+
+    def load(self, binary: Binary, programs: Sequence[LinearProgram], steps: Sequence[Step]) -> Interpreted:
+        assert binary.path.read_bytes() == binary.data
+        return Interpreted(programs, steps)
+
+
+def test_a_backend_of_three_parts_runs_a_plan(tmp_path: Path) -> None:
+    """compile_plan walks a three-kernel plan (softmax over rows: the max, the sum, the output) with a backend
+    written here; the values match Python, and each stage is the one the arrow before it made."""
+    x = UOp.buffer(0, 6).reshape((2, 3))
+    e = (x - x.reduce(Ops.MAX, [1]).expand((2, 3))).exp()
+    graph, _ = normalize([e / e.sum([1]).expand((2, 3))])
+    plan = make_plan(graph, opt=True)
+    assert len(plan.kernels) == 3
+    compiler = InterpreterCompiler(tmp_path)
+    backend = Backend("PY", InterpreterRenderer(), compiler, InterpreterRuntime())
+    compiled = compile_plan(plan, backend)
+    assert compiled.programs == tuple(linearize(k) for k in plan.kernels)
+    assert compiled.source == backend.renderer.render(compiled.programs, plan.steps)
+    assert compiled.binary.data == compiled.source.text.encode() and compiler.built == 1
+    assert all(t >= 0 for t in vars(compiled.times).values())
+    rows = [[0.5, -1.0, 2.0], [3.0, 3.0, -7.5]]
+    buffers = [[v for row in rows for v in row]]
+    buffers += [backend.runtime.allocate(b.dtype, b.size) for b in plan.buffers[plan.n_inputs :]]
+    compiled.executable.run(buffers)
+    want = [math.exp(v - max(row)) / sum(math.exp(w - max(row)) for w in row) for row in rows for v in row]
+    got = buffers[plan.outputs[0]]
+    assert all(math.isclose(g, w, rel_tol=1e-6) for g, w in zip(got, want, strict=True)), got
+    compile_plan(plan, backend)
+    assert compiler.built == 1  # the same source again: found in the compiler's cache

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from uopc.ir import AxisType, Ops, UOp, dtypes, range_, sink
-from uopc.lower import LinearizeError, Opts, apply_opts, expand_reduces, linearize, rangeify
+from uopc.lower import LinearizeError, Opts, apply_opts, expand_reduces, linear_order, rangeify
 
 Gemm = Callable[[int, int, int], UOp]
 
@@ -56,7 +56,7 @@ def test_load_depending_on_outer_range_is_hoisted_hand_built() -> None:
     a, c = UOp.define_global(0, n * n), UOp.define_global(1, n * n)
     i, j = range_(n, 0), range_(n, 1)
     row = a.load(i * n)  # depends on i only
-    program = linearize(sink(c.store(i * n + j, row + a.load(i * n + j)).end(i, j)))
+    program = linear_order(sink(c.store(i * n + j, row + a.load(i * n + j)).end(i, j)))
     check_well_formed(program)
     assert program.index(i) < program.index(row) < program.index(j)  # inside the i loop, before j opens
 
@@ -64,7 +64,7 @@ def test_load_depending_on_outer_range_is_hoisted_hand_built() -> None:
 def test_load_depending_on_outer_range_is_hoisted_from_rangeify() -> None:
     # out[i, j] = x[i] * y[i, j]: x[i] is read once per row, not once per element
     x = UOp.buffer(0, 3).reshape((3, 1)).expand((3, 4))
-    program = linearize(kernel_of(x * UOp.buffer(1, 12).reshape((3, 4)), 2))
+    program = linear_order(kernel_of(x * UOp.buffer(1, 12).reshape((3, 4)), 2))
     check_well_formed(program)
     x_load = position(program, lambda u: u.op is Ops.LOAD and u.src[0].arg.slot == 0)
     assert range_at(program, 0) < x_load < range_at(program, 1)
@@ -73,7 +73,7 @@ def test_load_depending_on_outer_range_is_hoisted_from_rangeify() -> None:
 def test_reduction_independent_of_output_loops_runs_once_before_them() -> None:
     # out[i] = x[i] + sum(y): the sum's loop and accumulator sit outside the output loop
     total = UOp.buffer(1, 5).sum([0]).reshape((1,)).expand((4,))
-    program = linearize(kernel_of(UOp.buffer(0, 4) + total, 2))
+    program = linear_order(kernel_of(UOp.buffer(0, 4) + total, 2))
     check_well_formed(program)
     reduce_axis = next(u.arg.axis for u in program if u.op is Ops.RANGE and u.arg.kind is AxisType.REDUCE)
     assert endrange_at(program, reduce_axis) < range_at(program, 0)
@@ -82,7 +82,7 @@ def test_reduction_independent_of_output_loops_runs_once_before_them() -> None:
 
 def test_loop_independent_constant_work_is_outside_every_loop() -> None:
     # exp(2) depends on no loop: it must not be recomputed per element (it folds or is hoisted to the root)
-    program = linearize(kernel_of(UOp.buffer(0, 6) * UOp.const(2.0).exp(), 1))
+    program = linear_order(kernel_of(UOp.buffer(0, 6) * UOp.const(2.0).exp(), 1))
     exps = [n for n, u in enumerate(program) if u.op is Ops.EXP]
     assert all(n < range_at(program, 0) for n in exps)
 
@@ -97,13 +97,13 @@ OPTS = [Opts(), Opts(upcast={0: 2, 1: 2}), Opts(unroll={2: 2}), Opts(thread=0), 
 
 @pytest.mark.parametrize("opts", OPTS, ids=repr)
 def test_each_endrange_matches_a_range(gemm: Gemm, opts: Opts) -> None:
-    program = linearize(kernel_of(gemm(4, 8, 6), 2, opts))
+    program = linear_order(kernel_of(gemm(4, 8, 6), 2, opts))
     check_well_formed(program)
     assert sum(u.op is Ops.RANGE for u in program) == 3
 
 
 def test_upcast_matmul_has_one_shared_reduce_range(gemm: Gemm) -> None:
-    program = linearize(kernel_of(gemm(4, 8, 6), 2, Opts(upcast={0: 2, 1: 2})))
+    program = linear_order(kernel_of(gemm(4, 8, 6), 2, Opts(upcast={0: 2, 1: 2})))
     check_well_formed(program)
     reduces = [u for u in program if u.op is Ops.RANGE and u.arg.kind is AxisType.REDUCE]
     assert len(reduces) == 1
@@ -117,7 +117,7 @@ def test_upcast_matmul_has_one_shared_reduce_range(gemm: Gemm) -> None:
 @pytest.mark.parametrize("opts", [Opts(thread=0), Opts(thread=1), Opts(thread=0, upcast={1: 3})])
 def test_threaded_accumulator_is_declared_inside_the_thread_loop(gemm: Gemm, opts: Opts) -> None:
     # an accumulator declared outside the parallel loop would be shared by every thread: a data race
-    program = linearize(kernel_of(gemm(4, 8, 6), 2, opts))
+    program = linear_order(kernel_of(gemm(4, 8, 6), 2, opts))
     par = position(program, lambda u: u.op is Ops.RANGE and u.arg.kind is AxisType.THREAD)
     assert par == 0 or all(u.op is not Ops.RANGE for u in program[:par])  # the threaded loop is outermost
     end = endrange_at(program, program[par].arg.axis)
@@ -126,7 +126,7 @@ def test_threaded_accumulator_is_declared_inside_the_thread_loop(gemm: Gemm, opt
 
 
 def test_accumulator_is_declared_per_output_element(gemm: Gemm) -> None:
-    program = linearize(kernel_of(gemm(4, 8, 6), 2))
+    program = linear_order(kernel_of(gemm(4, 8, 6), 2))
     acc = position(program, lambda u: u.op is Ops.DEFINE_ACC)
     assert range_at(program, 0) < range_at(program, 1) < acc < range_at(program, 2)
 
@@ -136,7 +136,7 @@ def test_upcast_copies_of_a_reduce_that_depend_on_different_loops_share_one_loop
     # copy for j = 0 sums a constant and depends on no loop, the copy for j = 1 depends on loop i, and both
     # are updated in one shared reduce loop. That loop (and both accumulators) must sit inside loop i.
     value = UOp.buffer(0, 6).reshape((2, 1, 3)).pad(((0, 0), (1, 0), (0, 0))).sum([2]).reshape((2, 2))
-    program = linearize(kernel_of(value, 1, Opts(upcast={1: 2})))
+    program = linear_order(kernel_of(value, 1, Opts(upcast={1: 2})))
     check_well_formed(program)
     (red,) = [u for u in program if u.op is Ops.RANGE and u.arg.kind is AxisType.REDUCE]
     accs = [n for n, u in enumerate(program) if u.op is Ops.DEFINE_ACC]
@@ -161,10 +161,10 @@ def test_range_without_end_is_refused_naming_the_loop() -> None:
     i, j = range_(4, 0), range_(3, 1)
     out = UOp.define_global(0, 12)
     with pytest.raises(LinearizeError, match=r"RANGE without END: loops \[loop0, loop1\] are never closed"):
-        linearize(sink(out.store(i * 3 + j, UOp.const(1.0))))
+        linear_order(sink(out.store(i * 3 + j, UOp.const(1.0))))
     # one loop closed and the other not: only the open one is named
     with pytest.raises(LinearizeError, match=r"loops \[loop1\] are never closed"):
-        linearize(sink(out.store(i * 3, UOp.const(1.0)).end(i), out.store(j, UOp.const(2.0))))
+        linear_order(sink(out.store(i * 3, UOp.const(1.0)).end(i), out.store(j, UOp.const(2.0))))
 
 
 def test_loop_closed_inside_two_different_loops_is_refused() -> None:
@@ -173,7 +173,7 @@ def test_loop_closed_inside_two_different_loops_is_refused() -> None:
     first = out.store(i * 3 + j, UOp.const(1.0)).end(i, j)  # j inside i
     second = out.store(j * 4 + i, UOp.const(2.0)).end(j, i)  # i inside j
     with pytest.raises(LinearizeError, match="is closed inside both"):
-        linearize(sink(first, second))
+        linear_order(sink(first, second))
 
 
 def test_unschedulable_kernel_is_refused() -> None:
@@ -185,25 +185,25 @@ def test_unschedulable_kernel_is_refused() -> None:
     middle = UOp(Ops.REDUCE, dtypes.float32, (b.load(r2) + first, r2), Ops.ADD)
     last = UOp(Ops.REDUCE, dtypes.float32, (a.load(r1) * middle, r1), Ops.ADD)
     with pytest.raises(LinearizeError, match=r"schedule cannot be completed.*open loops: \[\]"):
-        linearize(sink(out.store(UOp.const(0), last)))
+        linear_order(sink(out.store(UOp.const(0), last)))
     # the same computation with a fresh range for the last reduction is fine: three loops in sequence
     r3 = range_(4, 3, AxisType.REDUCE)
     fine = UOp(Ops.REDUCE, dtypes.float32, (a.load(r3) * middle, r3), Ops.ADD)
-    program = linearize(sink(out.store(UOp.const(0), fine)))
+    program = linear_order(sink(out.store(UOp.const(0), fine)))
     check_well_formed(program)
     assert range_at(program, 1) < range_at(program, 2) < range_at(program, 3)
 
 
 def test_half_precision_sums_accumulate_in_float32_and_round_once() -> None:
     x = UOp.buffer(0, 4 * 64, dtypes.float16).reshape((4, 64))
-    program = linearize(kernel_of(x.sum([1]).reshape((4,)), 1))
+    program = linear_order(kernel_of(x.sum([1]).reshape((4,)), 1))
     (acc,) = [u for u in program if u.op is Ops.DEFINE_ACC]
     (update,) = [u for u in program if u.op is Ops.ACCUMULATE]
     assert acc.dtype is dtypes.float32 and update.src[1].op is Ops.CAST  # each value widened, then added
     (store,) = [u for u in program if u.op is Ops.STORE]
     assert store.src[2].op is Ops.CAST and store.src[2].dtype is dtypes.float16  # rounded once, at the end
     # a maximum picks one of its inputs: it stays in float16
-    (acc,) = [u for u in linearize(kernel_of(x.reduce(Ops.MAX, [1]).reshape((4,)), 1)) if u.op is Ops.DEFINE_ACC]
+    (acc,) = [u for u in linear_order(kernel_of(x.reduce(Ops.MAX, [1]).reshape((4,)), 1)) if u.op is Ops.DEFINE_ACC]
     assert acc.dtype is dtypes.float16
 
 
@@ -212,5 +212,5 @@ def test_unrolled_half_precision_sums_chain_in_float32() -> None:
     kernel = kernel_of(x.sum([1]).reshape((4,)), 1, Opts(unroll={1: 4}))
     adds = [u for u in kernel.toposort() if u.op is Ops.ADD and u.src[0].op is Ops.CAST]
     assert adds and all(u.dtype is dtypes.float32 for u in adds)
-    (acc,) = [u for u in linearize(kernel) if u.op is Ops.DEFINE_ACC]
+    (acc,) = [u for u in linear_order(kernel) if u.op is Ops.DEFINE_ACC]
     assert acc.dtype is dtypes.float32

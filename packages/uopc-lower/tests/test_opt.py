@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from uopc.ir import AxisType, Ops, UOp, dtypes, simplify, substitute
-from uopc.lower import LowerError, Opts, apply_opts, rangeify
+from uopc.lower import Kernel, LowerError, Opts, apply_opts, linearize, rangeify
 from uopc.lower.opt import reduce_strides
 
 Gemm = Callable[[int, int, int], UOp]
@@ -173,3 +173,20 @@ def _matmul(layout: str) -> UOp:
 def test_reduce_strides_tell_the_matmul_layouts_apart(layout: str, strided: list[bool]) -> None:
     """x @ W.T walks both operands along k; x @ W strides through W; x.T @ dy strides through both."""
     assert sorted(reduce_strides(_matmul(layout))) == strided
+    # the renderer gets the same facts in the linear program: the reduce axis, where some load strides
+    kernel = _matmul(layout)
+    reduce_axes = {r.arg.axis for r in kernel.toposort() if r.op is Ops.RANGE and r.arg.kind is AxisType.REDUCE}
+    assert linearize(Kernel("k", kernel)).strided_axes == (reduce_axes if any(strided) else set())
+
+
+def test_linearize_applies_the_kernels_opts_and_keeps_its_graph(gemm: Gemm) -> None:
+    """A Kernel carries its opts; linearize applies them, so one kernel can be linearized under other opts."""
+    ast = gemm_kernel(gemm, 4, 8, 6)
+    tiled = Kernel("k", ast, Opts(upcast={0: 2, 1: 2}, thread=0))
+    program = linearize(tiled)
+    assert tiled.ast is ast and sum(u.op is Ops.REDUCE for u in ast.toposort()) == 1
+    assert sum(u.op is Ops.DEFINE_ACC for u in program.uops) == 4  # a 2 x 2 register tile
+    assert any(u.op is Ops.RANGE and u.arg.kind is AxisType.THREAD for u in program.uops)
+    plain = linearize(Kernel("k", ast))
+    assert sum(u.op is Ops.DEFINE_ACC for u in plain.uops) == 1
+    assert program.params == plain.params == tiled.params and program.written == frozenset({2})

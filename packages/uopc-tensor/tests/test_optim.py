@@ -15,12 +15,11 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-import uopc.backend.c.program as c_program
-from uopc.backend.c.compiler import build_library
-from uopc.tensor import Tensor, TensorError, dtypes
+from uopc.backend.c import CCompiler
+from uopc.lower import Binary, Source
+from uopc.tensor import Tensor, TensorError, dtypes, realizer
 from uopc.tensor.nn import Linear, Module
 from uopc.tensor.optim import SGD, Adam, AdamW, Optimizer
-from uopc.tensor.realize import PLANS
 
 F64 = npt.NDArray[np.float64]
 Array = npt.NDArray[Any]
@@ -55,12 +54,13 @@ def quad_grad(p: F64, scale: F64, target: F64) -> F64:
 def count_builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every C source the backend compiles (or finds in the disk cache) from now on, in a list."""
     builds: list[str] = []
+    compile_source = CCompiler.compile
 
-    def counting_build(source: str) -> Any:
-        builds.append(source)
-        return build_library(source)
+    def counting_compile(self: CCompiler, source: Source) -> Binary:
+        builds.append(source.text)
+        return compile_source(self, source)
 
-    monkeypatch.setattr(c_program, "build_library", counting_build)  # CExecutable builds through it
+    monkeypatch.setattr(CCompiler, "compile", counting_compile)
     return builds
 
 
@@ -83,9 +83,9 @@ def run_uopc(make: MakeOpt, monkeypatch: pytest.MonkeyPatch) -> list[list[Array]
         loss.backward()
         opt.step(loss)
         if step == 0:
-            made, builds[:] = PLANS.made, []
+            made, builds[:] = realizer.plans.made, []
         trajectory.append([p.numpy() for p in params])
-    assert PLANS.made == made, "a step after the first built a new plan"
+    assert realizer.plans.made == made, "a step after the first built a new plan"
     assert builds == [], "a step after the first compiled a kernel"
     return trajectory
 
@@ -209,9 +209,9 @@ def test_steps_after_the_first_build_no_plan(name: str, monkeypatch: pytest.Monk
         loss.backward()
         opt.step(loss)
         if step == 0:
-            made, builds[:] = PLANS.made, []
+            made, builds[:] = realizer.plans.made, []
         losses.append(float(loss.item()))
-    assert PLANS.made == made, "a step after the first built a new plan"
+    assert realizer.plans.made == made, "a step after the first built a new plan"
     assert builds == [], "a step after the first compiled a kernel"
     assert all(np.isfinite(losses)) and len(set(losses)) == len(losses)  # the steps really ran, on new data
 

@@ -17,7 +17,7 @@ import numpy.typing as npt
 import pytest
 
 from uopc.ir import Ops
-from uopc.lower import make_plan, normalize
+from uopc.lower import linearize, make_plan, normalize
 from uopc.tensor import Tensor, TensorError, dtypes
 
 pytestmark = pytest.mark.sanitize  # rerun with kernels under ASan and UBSan (hatch env sanitize)
@@ -433,8 +433,8 @@ def index_arithmetic(t: Tensor) -> int:
     """Integer divisions and remainders in the program of the largest kernel that computes t: the cost of
     its index arithmetic, which the C compiler cannot hoist out of the inner loops."""
     graph, _ = normalize([t.uop])
-    kernel = max(make_plan(graph).kernels, key=lambda k: k.flops)
-    return sum(1 for u in kernel.program if u.op in (Ops.IDIV, Ops.MOD))
+    program = max((linearize(k) for k in make_plan(graph).kernels), key=lambda p: p.flops)
+    return sum(1 for u in program.uops if u.op in (Ops.IDIV, Ops.MOD))
 
 
 def test_a_convolution_reads_a_computed_input_as_simply_as_a_loaded_one() -> None:
@@ -450,7 +450,7 @@ def test_a_convolution_reads_a_computed_input_as_simply_as_a_loaded_one() -> Non
 
 def test_convolution_pooling_and_attention_refuse_what_does_not_fit() -> None:
     x, w = Tensor(np.zeros((1, 4, 5, 5), np.float32)), Tensor(np.zeros((6, 2, 3, 3), np.float32))
-    for call, fragment in [
+    cases: list[tuple[Callable[[], object], str]] = [
         (lambda: x.conv2d(w), "do not fit groups=1"),
         (lambda: x.conv2d(w, groups=2, bias=Tensor(np.zeros(4, np.float32))), "bias must have shape (6,)"),
         (lambda: x.conv2d(Tensor(np.zeros((6, 4, 7, 7), np.float32))), "a window of 7 (dilation 1)"),
@@ -459,7 +459,8 @@ def test_convolution_pooling_and_attention_refuse_what_does_not_fit() -> None:
         (lambda: x[0, 0].conv2d(w), "needs images (N, C, H, W) or (C, H, W)"),
         (lambda: x.max_pool2d(2, padding=2), "at most half the kernel"),
         (lambda: x.scaled_dot_product_attention(x, x, Tensor([True]), is_causal=True), "not both"),
-    ]:
+    ]
+    for call, fragment in cases:
         with pytest.raises(TensorError, match=re.escape(fragment)):
             call()
     one_image = Tensor(A).conv2d(Tensor(np.ones((2, 3, 1, 1), np.float32)))

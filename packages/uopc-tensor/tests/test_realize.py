@@ -6,7 +6,10 @@ lines were printed, what the generated C looks like), next to a numpy check that
 
 from __future__ import annotations
 
+import gc
 import re
+import weakref
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +17,9 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from uopc.tensor import Tensor
-from uopc.tensor.realize import PLANS
+from uopc.backend.c import CRenderer
+from uopc.lower import LinearProgram, PlanCache, Source, Step
+from uopc.tensor import Tensor, realizer
 
 Array = npt.NDArray[Any]
 
@@ -67,7 +71,7 @@ def test_training_steps_after_the_first_build_nothing(kernel_cache: Path) -> Non
         params = [p.requires_grad_() for p in new]
         ref, ref_loss = mlp_step_numpy(ref, x, y, lr)
         assert loss.item() == pytest.approx(ref_loss, rel=1e-4)
-        made.append(PLANS.made)
+        made.append(realizer.plans.made)
         libraries.append(len(list(kernel_cache.rglob("*.so"))))
     for p, r in zip(params, ref, strict=True):
         np.testing.assert_allclose(p.numpy(), r, rtol=1e-3, atol=1e-4)
@@ -81,14 +85,14 @@ def test_the_same_graph_on_new_data_reuses_its_plan() -> None:
         return (Tensor(a).softmax(0) * 3).numpy(), a
 
     run(0)
-    before = PLANS.made
+    before = realizer.plans.made
     for seed in (1, 2, 3):
         got, a = run(seed)
         e = np.exp(a - a.max(0))
         np.testing.assert_allclose(got, e / e.sum(0) * 3, rtol=1e-5)
-    assert PLANS.made == before
+    assert realizer.plans.made == before
     Tensor(np.zeros((9, 7), np.float32)).softmax(0).numpy()  # another shape is another plan
-    assert PLANS.made == before + 1
+    assert realizer.plans.made == before + 1
 
 
 # ---- DEBUG levels ----
@@ -191,6 +195,51 @@ def test_debug_4_prints_the_source_the_first_time(
         assert re.search(rf"^(__attribute__\S* )?void {name}\(", first, re.M), name
     assert "void " not in second and "{" not in second  # the second realize compiled nothing, printed no source
     assert all(KERNEL.match(line) for line in second.splitlines()[1:])
+
+
+def test_debug_4_prints_the_source_stage_it_rendered_once(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The printed source is the Source the plan was compiled from: rendered once, not rendered again to print."""
+    renders: list[str] = []
+    render = CRenderer.render
+
+    def counting(self: CRenderer, programs: Sequence[LinearProgram], steps: Sequence[Step]) -> Source:
+        source = render(self, programs, steps)
+        renders.append(source.text)
+        return source
+
+    monkeypatch.setattr(CRenderer, "render", counting)
+    monkeypatch.setenv("DEBUG", "4")
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for _ in range(2):
+        np.testing.assert_allclose((Tensor(a).exp() * 3).sum(0).numpy(), (np.exp(a) * 3).sum(0), rtol=1e-6)
+    assert len(renders) == 1
+    assert capsys.readouterr().out.startswith(renders[0])
+
+
+def test_what_a_backend_built_lives_as_long_as_its_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """realizer.compiled is kept by plan: when the plan cache drops a plan, its compiled stages go with it."""
+    monkeypatch.setattr(realizer, "plans", PlanCache(size=1))
+    monkeypatch.setattr(realizer, "compiled", weakref.WeakKeyDictionary())
+    a = np.arange(6, dtype=np.float32)
+    (Tensor(a) * 2).numpy()
+    (first,) = realizer.plans.plans.values()
+    held = weakref.ref(first)
+    assert set(realizer.compiled[first]) == {"C"}
+    del first
+    (Tensor(a) + 5).numpy()  # another structure: the plan cache, of size 1, drops the first plan
+    gc.collect()
+    assert held() is None and len(realizer.compiled) == 1
+
+
+def test_a_buffer_lives_as_long_as_a_graph_refers_to_it() -> None:
+    t = Tensor(np.arange(6, dtype=np.float32))
+    node = weakref.ref(t.uop)
+    assert t.uop in realizer.buffers
+    del t
+    gc.collect()
+    assert node() is None  # and with the node, its entry in the weak dictionary of buffers
 
 
 def source_of(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, opt: str) -> str:

@@ -1,38 +1,67 @@
 """uopc.lower: from shaped graphs to kernels, and from kernels to ordered programs.
 
-rangeify lowers movement ops and reductions to loops over flat buffers, the opts reshape those loops,
-linearize orders a kernel into a flat program, and the backend protocol says what a backend must provide.
+rangeify lowers movement ops and reductions to loops over flat buffers, kernelize cuts a graph into the
+kernels of a plan, the opts reshape a kernel's loops, linearize orders a kernel into a linear program, and
+compile_plan walks a plan down to an executable with a backend's renderer, compiler and runtime. The stages
+are plain values (stages.py); the backend protocol (backend.py) says what a backend must provide, and the
+stage viewer (viewer.py) prints them all as one web page.
 """
 
-from uopc.lower.backend import Backend, BackendNotFound, Executable, Kernel, Param, Step, get_backend, kernel_params
-from uopc.lower.kernelize import BufferSpec, Plan, PlanCache, make_plan, materialized, normalize
-from uopc.lower.linearize import LinearizeError, expand_reduces, linearize
+from uopc.lower.backend import Backend, BackendNotFound, Compiler, Executable, Renderer, Runtime, get_backend
+from uopc.lower.kernelize import PlanCache, make_plan, materialized, normalize
+from uopc.lower.linearize import LinearizeError, expand_reduces, linear_order, linearize
 from uopc.lower.opt import Opts, apply_opts, choose_opts
+from uopc.lower.pipeline import CompiledPlan, StageTimes, compile_plan
 from uopc.lower.rangeify import LowerError, rangeify
+from uopc.lower.stages import (
+    Binary,
+    BufferSpec,
+    Kernel,
+    LinearProgram,
+    Param,
+    Plan,
+    Source,
+    Step,
+    kernel_params,
+)
+from uopc.lower.viewer import RealizeRecord, index_page, stage_page
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Backend",
     "BackendNotFound",
+    "Binary",
     "BufferSpec",
+    "CompiledPlan",
+    "Compiler",
     "Executable",
     "Kernel",
+    "LinearProgram",
     "LinearizeError",
     "LowerError",
     "Opts",
     "Param",
     "Plan",
     "PlanCache",
+    "RealizeRecord",
+    "Renderer",
+    "Runtime",
+    "Source",
+    "StageTimes",
     "Step",
     "apply_opts",
     "choose_opts",
+    "compile_plan",
     "expand_reduces",
     "get_backend",
+    "index_page",
     "kernel_params",
+    "linear_order",
     "linearize",
     "make_plan",
     "materialized",
     "normalize",
     "rangeify",
+    "stage_page",
 ]

@@ -16,37 +16,14 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from uopc.ir import BufferArg, DType, Ops, UOp, sink, substitute, toposort
-from uopc.lower.backend import Kernel, Step
-from uopc.lower.opt import apply_opts, choose_opts
+from uopc.ir import BufferArg, Ops, UOp, sink, substitute, toposort
+from uopc.lower.opt import Opts, choose_opts
 from uopc.lower.rangeify import rangeify
+from uopc.lower.stages import BufferSpec, Kernel, Plan, Step
 
 _CHEAP = (Ops.BUFFER, Ops.CONST)
-
-
-@dataclass(frozen=True)
-class BufferSpec:
-    dtype: DType
-    size: int
-
-
-@dataclass
-class Plan:
-    """How to compute a normalized graph: kernels, the buffers they use, and the order of calls.
-
-    Plan buffers are numbered: the graph's inputs first (in the order the normalized graph numbers them),
-    then one buffer per output, then intermediates. `outputs[i]` is the plan buffer holding root i.
-    """
-
-    kernels: list[Kernel]
-    steps: list[Step]
-    buffers: list[BufferSpec]
-    n_inputs: int
-    outputs: list[int]
-    executables: dict[str, Any] = field(default_factory=dict)  # backend name -> built kernels
 
 
 # --8<-- [start:normalize]
@@ -184,7 +161,8 @@ def _kernel_name(shape: tuple[int, ...], reduces: bool, taken: set[str]) -> str:
 
 # --8<-- [start:make-plan]
 def make_plan(graph: UOp, opt: bool = True) -> Plan:
-    """The plan for a normalized graph (see `normalize`): one kernel per group of materialized nodes."""
+    """The plan for a normalized graph (see `normalize`): one kernel per group of materialized nodes, each
+    with the opts `choose_opts` picks for it (none if `opt` is off)."""
     n_inputs = sum(1 for u in graph.toposort() if u.op is Ops.BUFFER)
     buffers = [
         BufferSpec(u.scalar_dtype, u.arg.size)
@@ -207,17 +185,18 @@ def make_plan(graph: UOp, opt: bool = True) -> Plan:
     steps: list[Step] = []
     names: set[str] = set()
     for group in group_outputs(order, boundaries):
-        ast, plan_buffers = _lower_group(group, boundaries, where, opt)
-        kernels.append(Kernel(_kernel_name(group.shape, not group.elementwise, names), ast))
+        ast, plan_buffers = _lower_group(group, boundaries, where)
+        name = _kernel_name(group.shape, not group.elementwise, names)
+        kernels.append(Kernel(name, ast, choose_opts(ast) if opt else Opts()))
         steps.append(Step(len(kernels) - 1, plan_buffers))
-    return Plan(kernels, steps, buffers, n_inputs, outputs)
+    return Plan(tuple(kernels), tuple(steps), tuple(buffers), n_inputs, tuple(outputs))
 
 
 # --8<-- [end:make-plan]
 
 
 # --8<-- [start:lower-group]
-def _lower_group(group: _Group, boundaries: set[UOp], where: dict[UOp, int], opt: bool) -> tuple[UOp, tuple[int, ...]]:
+def _lower_group(group: _Group, boundaries: set[UOp], where: dict[UOp, int]) -> tuple[UOp, tuple[int, ...]]:
     """The kernel graph for one group, with its parameters numbered 0.. and the plan buffer of each."""
     members = set(group.members)
     inner = boundaries - members
@@ -237,8 +216,6 @@ def _lower_group(group: _Group, boundaries: set[UOp], where: dict[UOp, int], opt
     }
     values = [(dest, substitute(m, loads)) for dest, m in outputs]
     kernel = rangeify(values)
-    if opt:
-        kernel = apply_opts(kernel, choose_opts(kernel))
     used = {u.arg.slot for u in kernel.toposort() if u.op is Ops.DEFINE_GLOBAL}
     renumber = {old: new for new, old in enumerate(sorted(used))}
     kernel = substitute(

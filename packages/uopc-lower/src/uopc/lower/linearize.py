@@ -3,7 +3,9 @@
 A kernel graph has no order: a load, a multiply and a store float free, tied only by their sources. A C
 function is a sequence of statements inside nested loops. Linearizing decides, for each node, which loop
 it lives in (the innermost loop over a range it depends on: so work that does not depend on a loop is
-hoisted out of it) and in what order the statements and loops of each block come.
+hoisted out of it) and in what order the statements and loops of each block come. `linear_order` does that
+for a graph; `linearize`, the pipeline's arrow from a Kernel to a LinearProgram, applies the kernel's opts
+first and adds what a renderer needs to know.
 """
 
 from __future__ import annotations
@@ -12,10 +14,24 @@ import heapq
 from collections.abc import Iterable
 from typing import Any
 
-from uopc.ir import DType, Ops, PatternMatcher, UOp, UPat, accumulator_dtype, dtypes, graph_rewrite, round_to, toposort
+from uopc.ir import (
+    DType,
+    Ops,
+    PatternMatcher,
+    UOp,
+    UopcError,
+    UPat,
+    accumulator_dtype,
+    dtypes,
+    graph_rewrite,
+    round_to,
+    toposort,
+)
+from uopc.lower.opt import apply_opts, strided_axes
+from uopc.lower.stages import Kernel, LinearProgram
 
 
-class LinearizeError(RuntimeError):
+class LinearizeError(UopcError, RuntimeError):
     """A kernel that cannot be ordered: a loop that is never closed, or nodes that cannot be scheduled."""
 
 
@@ -155,8 +171,8 @@ def _names(rs: Iterable[UOp | None]) -> str:
     return "[" + ", ".join("root" if r is None else f"{r.arg.kind.value}{r.arg.axis}" for r in rs) + "]"
 
 
-# --8<-- [start:linearize]
-def linearize(kernel: UOp) -> list[UOp]:
+# --8<-- [start:linear-order]
+def linear_order(kernel: UOp) -> list[UOp]:
     """The kernel's nodes in program order; a RANGE opens its loop, and an ENDRANGE closes it.
 
     Each node is placed in the innermost loop it depends on, and inside a block, statements and nested
@@ -180,7 +196,7 @@ def linearize(kernel: UOp) -> list[UOp]:
     return _emit(items, after, order, tree)
 
 
-# --8<-- [end:linearize]
+# --8<-- [end:linear-order]
 
 
 # --8<-- [start:schedule]
@@ -243,3 +259,14 @@ def _emit(items: dict[Block, set[UOp]], after: dict[UOp, set[UOp]], order: dict[
 
 
 # --8<-- [end:emit]
+
+
+# --8<-- [start:linearize]
+def linearize(kernel: Kernel) -> LinearProgram:
+    """The arrow from a kernel to its program: the kernel's opts applied, its nodes put in program order, and
+    the reduce axes its loads stride along, which a renderer needs to decide what to vectorize."""
+    ast = apply_opts(kernel.ast, kernel.opts)
+    return LinearProgram(kernel.name, kernel.params, kernel.written, tuple(linear_order(ast)), strided_axes(ast))
+
+
+# --8<-- [end:linearize]

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from uopc.ir import AxisType, Ops, UOp, accumulator_dtype, range_, simplify, sink, substitute
-from uopc.ir.symbolic import linear_terms
-from uopc.ir.uop import prod
+from uopc.ir import AxisType, Ops, UOp, accumulator_dtype, linear_terms, prod, range_, simplify, sink, substitute
 from uopc.lower.rangeify import LowerError
 
 
@@ -124,6 +122,16 @@ def reduce_strides(kernel: UOp) -> list[bool]:
     stride of its width; a weight gradient x.T @ dy strides through both. gcc vectorizes the first kind of
     reduce loop well and the others badly (notes 31), and the best register tile differs between them.
     """
+    return [strided for _, strided in _reduce_loads(kernel)]
+
+
+def strided_axes(kernel: UOp) -> frozenset[int]:
+    """The reduce axes along which some load strides (see reduce_strides): a renderer's vectorization hint."""
+    return frozenset(r.arg.axis for r, strided in _reduce_loads(kernel) if strided)
+
+
+def _reduce_loads(kernel: UOp) -> list[tuple[UOp, bool]]:
+    """(reduce range, whether the load strides along it), for each load and each reduce range that moves it."""
     reduces = {u for u in kernel.toposort() if u.op is Ops.RANGE and u.arg.kind in (AxisType.REDUCE, AxisType.UNROLL)}
     out = []
     for load in (u for u in kernel.toposort() if u.op is Ops.LOAD):
@@ -132,7 +140,7 @@ def reduce_strides(kernel: UOp) -> list[bool]:
             stride = terms.get(r, 0)
             hidden = any(r in t.toposort() for t in terms if t is not r)  # r inside a division or a product
             if stride or hidden:
-                out.append(stride != 1 or hidden)
+                out.append((r, stride != 1 or hidden))
     return out
 
 

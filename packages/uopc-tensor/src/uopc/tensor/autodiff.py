@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from uopc.ir import Ops, UOp, round_to
+from uopc.tensor.errors import TensorError
 
 
 def _const(like: UOp, value: float) -> UOp:
@@ -42,7 +43,7 @@ def _reduce_grad(u: UOp, g: UOp) -> tuple[UOp | None, ...]:
         return (spread * hit / count,)
     if u.arg[0] is Ops.MUL:
         return (spread * _others_product(u),)
-    raise NotImplementedError(f"no gradient for a REDUCE_AXIS with {u.arg[0].name}")
+    raise TensorError(f"no gradient for a REDUCE_AXIS with {u.arg[0].name}")
 
 
 def _others_product(u: UOp) -> UOp:
@@ -145,7 +146,7 @@ def compute_gradients(loss: UOp, targets: Sequence[UOp]) -> dict[UOp, UOp]:
             continue
         rule = GRADIENT_RULES.get(u.op)
         if rule is None:
-            raise NotImplementedError(f"no gradient rule for {u.op.name} (dtype {u.dtype.name}, shape {u.shape})")
+            raise TensorError(f"no gradient rule for {u.op.name} (dtype {u.dtype.name}, shape {u.shape})")
         for src, sg in zip(u.src, rule(u, g), strict=True):
             if sg is None or src not in on_path or not _differentiable(src):
                 continue

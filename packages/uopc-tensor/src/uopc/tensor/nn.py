@@ -14,10 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from uopc.tensor.tensor import Tensor, TensorError
+from uopc.ir import UopcError
+from uopc.tensor.errors import TensorError
+from uopc.tensor.tensor import Tensor
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UopcError, ValueError):
     """A state dict that does not fit the model: names the missing, unexpected and misshapen keys."""
 
 
@@ -175,7 +177,7 @@ class Dropout(Module):
 
     def __init__(self, p: float = 0.5) -> None:
         if not 0.0 <= p < 1.0:
-            raise ValueError(f"Dropout: p must be in [0, 1), got {p}")
+            raise TensorError(f"Dropout: p must be in [0, 1), got {p}")
         self.p = p
 
     def forward(self, x: Tensor) -> Tensor:
@@ -343,7 +345,7 @@ class Conv2d(Module):
     ) -> None:
         kh, kw = (kernel_size, kernel_size) if isinstance(kernel_size, int) else kernel_size
         if in_channels % groups or out_channels % groups:
-            raise ValueError(f"Conv2d: channels {in_channels} -> {out_channels} are not multiples of groups={groups}")
+            raise TensorError(f"Conv2d: channels {in_channels} -> {out_channels} are not multiples of groups={groups}")
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
         bound = 1.0 / math.sqrt(in_channels // groups * kh * kw)
         self.weight = _uniform((out_channels, in_channels // groups, kh, kw), bound)
@@ -399,7 +401,7 @@ class MultiHeadAttention(Module):
 
     def __init__(self, embed_dim: int, num_heads: int, bias: bool = True, batch_first: bool = False) -> None:
         if embed_dim % num_heads:
-            raise ValueError(f"MultiHeadAttention: embed_dim {embed_dim} is not a multiple of num_heads {num_heads}")
+            raise TensorError(f"MultiHeadAttention: embed_dim {embed_dim} is not a multiple of num_heads {num_heads}")
         self.embed_dim, self.num_heads, self.batch_first = embed_dim, num_heads, batch_first
         self.in_proj_weight = _uniform((3 * embed_dim, embed_dim), math.sqrt(6.0 / (4 * embed_dim)))  # Xavier
         self.in_proj_bias = Tensor.zeros(3 * embed_dim, requires_grad=True) if bias else None

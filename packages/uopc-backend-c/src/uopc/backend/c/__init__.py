@@ -1,22 +1,32 @@
-"""uopc.backend.c: render kernels as C, build them with gcc into a cache, and run them on numpy arrays."""
+"""uopc.backend.c: render kernels as C, build them with gcc into a cache, and run them on numpy arrays.
 
-from uopc.backend.c.backend import CBackend, CExecutable, batch_source
-from uopc.backend.c.compiler import DEFAULT_CFLAGS, CacheError, CompileError, build_library
+The backend is three parts (`C_BACKEND`): `CRenderer` (linear programs to one C file), `CCompiler` (C to a
+shared library, through the cache) and `CRuntime` (numpy buffers, and the library loaded as a
+`CExecutable`). `Program` calls one C function, generated or hand-written, with the same checks.
+"""
+
+from uopc.backend.c.backend import C_BACKEND
+from uopc.backend.c.compiler import DEFAULT_CFLAGS, CacheError, CCompiler, CompileError, build_binary, build_library
 from uopc.backend.c.program import ArgumentError, Program, numpy_dtype
-from uopc.backend.c.render import RenderError, c_literal, render_c, render_kernel
+from uopc.backend.c.render import CRenderer, RenderError, batch_source, c_literal, render_c, render_kernel
+from uopc.backend.c.runtime import CExecutable, CRuntime
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "C_BACKEND",
     "DEFAULT_CFLAGS",
     "ArgumentError",
-    "CBackend",
+    "CCompiler",
     "CExecutable",
+    "CRenderer",
+    "CRuntime",
     "CacheError",
     "CompileError",
     "Program",
     "RenderError",
     "batch_source",
+    "build_binary",
     "build_library",
     "c_literal",
     "numpy_dtype",

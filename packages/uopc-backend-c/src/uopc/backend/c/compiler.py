@@ -28,6 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from uopc.ir import UopcError
+from uopc.lower import Binary, Source
+
 # --8<-- [start:default-cflags]
 # -O3 and the host's instruction set; OpenMP for threaded loops and for `omp simd` reduce loops. Float
 # arithmetic is IEEE, as numpy's is: gcc's default for GNU C fuses a*b + c (-ffp-contract=fast), so it is
@@ -41,7 +44,7 @@ DEFAULT_CFLAGS = "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math 
 
 
 # --8<-- [start:compile-error]
-class CompileError(RuntimeError):
+class CompileError(UopcError, RuntimeError):
     """The compiler rejected a source; carries its message and the source with line numbers."""
 
     def __init__(self, message: str, source: str) -> None:
@@ -53,7 +56,7 @@ class CompileError(RuntimeError):
 # --8<-- [end:compile-error]
 
 
-class CacheError(RuntimeError):
+class CacheError(UopcError, RuntimeError):
     """The kernel cache cannot be trusted or is set up wrong; the message says how to fix it."""
 
 
@@ -164,7 +167,7 @@ def entry_folder(key: str) -> Path:
     return cache_dir() / key[:2] / key
 
 
-def cached_library(key: str) -> Path | None:
+def cached_library(key: str) -> Binary | None:
     """A verified library for `key`, or None; damaged files are deleted so the next build replaces them."""
     folder = checked_entry(key, create=False)
     try:
@@ -176,24 +179,26 @@ def cached_library(key: str) -> Path | None:
         if not (name.startswith("lib-") and name.endswith(".so")):
             continue
         try:
-            if _verified(path):
+            data = _verified(path)
+            if data is not None:
                 os.utime(path)  # used now: eviction removes the least recently used first
-                return path
+                return Binary(key, path, data)
             path.unlink()
         except OSError:
             continue  # removed by another process meanwhile
     return None
 
 
-def _verified(path: Path) -> bool:
-    """Whether the library's bytes hash to its name; checked to be yours alone before it is read."""
+def _verified(path: Path) -> bytes | None:
+    """The library's bytes if they hash to its name; checked to be yours alone before it is read."""
     with open(path, "rb") as f:
         check_private(os.fstat(f.fileno()), path)
-        return _digest(f.read()) == path.name[4:-3]
+        data = f.read()
+    return data if _digest(data) == path.name[4:-3] else None
 
 
-def build_library(source: str) -> Path:
-    """The path of a shared library built from `source`, from the cache when it is there."""
+def build_binary(source: str) -> Binary:
+    """The shared library built from `source`, from the cache when it is there."""
     cc, flags = compiler(), cflags()
     key = cache_key(source, cc, flags)
     found = cached_library(key)
@@ -208,11 +213,24 @@ def build_library(source: str) -> Path:
         if done.returncode != 0:
             raise CompileError(f"{shlex.join(cmd)} failed:\n{done.stderr}", source)
         built = Path(tmp.name, "kernel.so")
-        final = folder / f"lib-{_digest(check_built(built, cc, flags))}.so"
+        data = check_built(built, cc, flags)
+        final = folder / f"lib-{_digest(data)}.so"
         built.chmod(0o700)  # yours alone, whatever the umask made it
         os.replace(built, final)  # atomic: readers see no file or the whole file
     evict(folder.parent, keep=final)
-    return final
+    return Binary(key, final, data)
+
+
+def build_library(source: str) -> Path:
+    """The path of a shared library built from `source`, from the cache when it is there."""
+    return build_binary(source).path
+
+
+class CCompiler:
+    """The C backend's compiler: C source to a shared library, through the cache."""
+
+    def compile(self, source: Source) -> Binary:
+        return build_binary(source.text)
 
 
 # --8<-- [end:cached-library]

@@ -12,6 +12,7 @@ import ctypes
 import functools
 import os
 import re
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,11 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from uopc.backend.c.compiler import build_library
-from uopc.ir import DType, dtypes
+from uopc.backend.c.compiler import build_binary
+from uopc.ir import DType, UopcError, dtypes
+from uopc.lower import Binary
 
 
-class ArgumentError(TypeError):
+class ArgumentError(UopcError, TypeError):
     """An array that does not match the kernel parameter it is passed for."""
 
 
@@ -131,17 +133,19 @@ def load_library(path: Path) -> ctypes.CDLL:
     return ctypes.CDLL(str(path))
 
 
-def load_built(source: str) -> ctypes.CDLL:
-    """The library built from `source`, loaded. Another process's build can evict it from the cache between
-    the lookup and the load (when the cache's limit is small); then it is looked up, or built, again."""
-    for _ in range(3):
-        path = build_library(source)
-        try:
-            return load_library(path)
-        except OSError:
-            if path.exists():
-                raise  # not evicted: the library itself does not load
-    return load_library(build_library(source))
+def load_binary(binary: Binary) -> ctypes.CDLL:
+    """The library of `binary`, loaded. Another process's build can evict it from the cache between the
+    build (or lookup) and this load, when the cache's limit is small: then a private copy of its bytes is
+    loaded instead, and deleted once loaded (the process keeps its mapping)."""
+    try:
+        return load_library(binary.path)
+    except OSError:
+        if binary.path.exists():
+            raise  # not evicted: the library itself does not load
+    with tempfile.TemporaryDirectory(prefix="uopc-load-") as folder:  # made 0700: yours alone
+        copy = Path(folder, binary.path.name)
+        copy.write_bytes(binary.data)
+        return ctypes.CDLL(str(copy))
 
 
 # --8<-- [start:program]
@@ -150,7 +154,7 @@ class Program:
 
     def __init__(self, source: str, name: str) -> None:
         self.name, self.params = name, parse_signature(source, name)
-        self.fn = getattr(load_built(source), name)
+        self.fn = getattr(load_binary(build_binary(source)), name)
         self.fn.restype = None
         self.fn.argtypes = [ctypes.c_void_p] * len(self.params)
 

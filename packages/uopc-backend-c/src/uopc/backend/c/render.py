@@ -1,4 +1,4 @@
-"""Render a linearized kernel as C: one statement a line, names that say what each value is.
+"""Render linear programs as C: one statement a line, names that say what each value is.
 
 Loop indices are idx<axis> (output loops), tidx<axis> (threaded loops) and ridx<axis> (reduce loops);
 accumulators are acc<n>, loaded values val<n>, and other computed values alu<n>. An ALU value used once,
@@ -8,16 +8,14 @@ in the block where it is computed, is written inline into its user instead of ge
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from uopc.ir import AxisType, DType, Ops, UOp, dtypes, vmax, vmin
-from uopc.ir.symbolic import linear_terms
-from uopc.lower import Kernel, Param
-from uopc.lower.opt import reduce_strides
+from uopc.ir import AxisType, DType, Ops, UOp, UopcError, dtypes, vmax, vmin
+from uopc.lower import LinearProgram, Param, Source, Step
 
 
-class RenderError(ValueError):
-    """A kernel the C renderer cannot express, such as one using an op it has no rule for."""
+class RenderError(UopcError, ValueError):
+    """A kernel or plan the C renderer cannot express: an op it has no rule for, names that are no C identifiers."""
 
 
 _FLOAT_VALUED = (dtypes.float32, dtypes.bfloat16)  # C float holds their values (see c_type)
@@ -163,20 +161,14 @@ def param_decl(p: Param, written: bool) -> str:
 SIMD_MIN_TRIPS = 32  # iterations a reduce loop needs before vector lanes pay for their final sums
 
 
-def _contiguous_along(r: UOp, index: UOp) -> bool:
-    """Whether a load at `index` moves by at most one element per iteration of loop r."""
-    terms, _ = linear_terms(index)
-    return terms.get(r, 0) in (0, 1) and not any(r in t.toposort() for t in terms if t is not r)
-
-
 _WIDENED = (Ops.NEG, Ops.ADD, Ops.SUB, Ops.MUL)  # the ops whose result can leave a narrow integer type's range
 
 
 class _CWriter:
-    """Walks a linearized program once, naming values and writing lines."""
+    """Walks a linear program once, naming values and writing lines."""
 
-    def __init__(self, program: list[UOp], vectorize_sums: bool = True) -> None:
-        self.program, self.vectorize_sums = program, vectorize_sums
+    def __init__(self, program: LinearProgram, vectorize_sums: bool = True) -> None:
+        self.strided, self.vectorize_sums = program.strided_axes, vectorize_sums
         self.expr: dict[UOp, str] = {}
         self.lines: list[str] = []
         self.helpers: dict[str, str] = {}
@@ -186,7 +178,7 @@ class _CWriter:
         self.users: dict[UOp, list[UOp]] = {}
         self.inside: dict[UOp | None, list[UOp]] = {}  # loop -> the nodes of its own block
         open_loops: list[UOp] = []
-        for u in program:
+        for u in program.uops:
             self.block[u] = open_loops[-1] if open_loops else None
             self.inside.setdefault(self.block[u], []).append(u)
             if u.op is Ops.RANGE:
@@ -329,7 +321,7 @@ class _CWriter:
             return []
         if not updates or any(u.arg is not Ops.ADD for u in updates) or vmax(r.src[0]) < SIMD_MIN_TRIPS:
             return []
-        if not all(_contiguous_along(r, u.src[1]) for u in inside if u.op is Ops.LOAD):
+        if r.arg.axis in self.strided:
             return []
         return [self.expr[u.src[0]] for u in updates]
 
@@ -337,28 +329,28 @@ class _CWriter:
 
 
 # --8<-- [start:render-c]
-def render_kernel(kernel: Kernel) -> tuple[str, dict[str, str]]:
-    """A kernel's C function, and the helpers it calls (by name, so a batch defines each once)."""
-    w = _CWriter(kernel.program, vectorize_sums=not no_loop_vectorize(kernel))
-    for u in kernel.program:
+def render_kernel(program: LinearProgram) -> tuple[str, dict[str, str]]:
+    """A program's C function, and the helpers it calls (by name, so a batch defines each once)."""
+    w = _CWriter(program, vectorize_sums=not no_loop_vectorize(program))
+    for u in program.uops:
         w.statement(u)
-    params = ", ".join(param_decl(p, p.slot in kernel.written) for p in kernel.params)
-    return "\n".join([f"{_attributes(kernel)}void {kernel.name}({params}) {{", *w.lines, "}"]), w.helpers
+    params = ", ".join(param_decl(p, p.slot in program.written) for p in program.params)
+    return "\n".join([f"{_attributes(program)}void {program.name}({params}) {{", *w.lines, "}"]), w.helpers
 
 
-def _attributes(kernel: Kernel) -> str:
+def _attributes(program: LinearProgram) -> str:
     """The per-kernel options gcc gets on top of the flags, as a function attribute."""
     options = []
-    if no_loop_vectorize(kernel):
+    if no_loop_vectorize(program):
         options.append("no-tree-loop-vectorize")
-    if fused_products(kernel):
+    if fused_products(program):
         options.append("fp-contract=fast")
     quoted = ", ".join(f'"{o}"' for o in options)
     return f"__attribute__((optimize({quoted}))) " if options else ""
 
 
 # --8<-- [start:fused-products]
-def fused_products(kernel: Kernel) -> bool:
+def fused_products(program: LinearProgram) -> bool:
     """Whether the kernel may fuse multiplies into adds (-ffp-contract=fast): only where every float product
     in it is added into an accumulator and used for nothing else, so the only fusions are acc + a * b.
 
@@ -366,10 +358,10 @@ def fused_products(kernel: Kernel) -> bool:
     tile of the MLP's weight gradient lost a quarter of its vectors), so the fusing is left to gcc and the
     kernel, as a whole, is what opts in."""
     users: dict[UOp, list[UOp]] = {}
-    for u in kernel.program:
+    for u in program.uops:
         for s in u.src:
             users.setdefault(s, []).append(u)
-    products = [u for u in kernel.program if u.op is Ops.MUL and u.scalar_dtype.is_float]
+    products = [u for u in program.uops if u.op is Ops.MUL and u.scalar_dtype.is_float]
     into_sums = all(v.op is Ops.ACCUMULATE and v.arg is Ops.ADD and v.src[1] is p for p in products for v in users[p])
     return bool(products) and into_sums
 
@@ -378,15 +370,15 @@ def fused_products(kernel: Kernel) -> bool:
 
 
 # --8<-- [start:no-loop-vectorize]
-def no_loop_vectorize(kernel: Kernel) -> bool:
+def no_loop_vectorize(program: LinearProgram) -> bool:
     """Whether gcc must leave the kernel's loops unvectorized. Where gcc may split a sum into vector lanes
     (an integer sum always, a float sum where simd_sums grants it), it vectorizes a reduce loop even when
     its loads stride through memory, building each vector from scattered elements: ten times slower than
     vectorizing the register tile (notes 31). Kernels with a register tile (several accumulators,
     straight-line code to vectorize) ask gcc to vectorize that code only; without a tile, the reduce loop
     is all there is to vectorize."""
-    tile = sum(1 for u in kernel.ast.toposort() if u.op is Ops.REDUCE)
-    return tile >= 4 and any(reduce_strides(kernel.ast))
+    tile = sum(1 for u in program.uops if u.op is Ops.DEFINE_ACC)
+    return tile >= 4 and bool(program.strided_axes)
 
 
 # --8<-- [end:no-loop-vectorize]
@@ -395,10 +387,91 @@ def no_loop_vectorize(kernel: Kernel) -> bool:
 C_PRELUDE = "#include <math.h>\n#include <stdbool.h>\n"
 
 
-def render_c(kernel: Kernel) -> str:
-    """A complete C file holding one kernel."""
-    function, helpers = render_kernel(kernel)
+def render_c(program: LinearProgram) -> str:
+    """A complete C file holding one program."""
+    function, helpers = render_kernel(program)
     return "\n".join([C_PRELUDE, *helpers.values(), function]) + "\n"
 
 
 # --8<-- [end:render-c]
+
+
+# --8<-- [start:batch-source]
+C_KEYWORDS = frozenset(
+    [
+        "auto",
+        "break",
+        "case",
+        "char",
+        "const",
+        "continue",
+        "default",
+        "do",
+        "double",
+        "else",
+        "enum",
+        "extern",
+        "float",
+        "for",
+        "goto",
+        "if",
+        "inline",
+        "int",
+        "long",
+        "register",
+        "restrict",
+        "return",
+        "short",
+        "signed",
+        "sizeof",
+        "static",
+        "struct",
+        "switch",
+        "typedef",
+        "union",
+        "unsigned",
+        "void",
+        "volatile",
+        "while",
+        "bool",
+        "true",
+        "false",
+    ]
+)
+
+
+def batch_source(programs: Sequence[LinearProgram], steps: Sequence[Step]) -> str:
+    """One C file: every program, each helper once, and `uopc_plan`, which calls them in plan order."""
+    names = [k.name for k in programs]
+    if len(set(names)) != len(names):
+        raise RenderError(f"kernel names in one batch must be unique, got {names}")
+    bad = [n for n in names if not n.isidentifier() or n in C_KEYWORDS or n == "uopc_plan"]
+    if bad:
+        raise RenderError(f"kernel names must be C identifiers that are not keywords or uopc_plan, got {bad}")
+    helpers: dict[str, str] = {}
+    functions = []
+    for k in programs:
+        function, used = render_kernel(k)
+        helpers.update(used)
+        functions.append(function)
+    calls = [_call(programs, s) for s in steps]
+    plan = "\n".join(["void uopc_plan(void* const* bufs) {", *calls, "}"])
+    return "\n\n".join([C_PRELUDE, *helpers.values(), *functions, plan]) + "\n"
+
+
+def _call(programs: Sequence[LinearProgram], step: Step) -> str:
+    """The line of uopc_plan that runs one step: the kernel, on the plan buffers of its parameters."""
+    k = programs[step.kernel]
+    if len(step.buffers) != len(k.params):
+        raise RenderError(f"step calls {k.name} with {len(step.buffers)} buffers; it takes {len(k.params)}")
+    return f"  {k.name}({', '.join(f'bufs[{b}]' for b in step.buffers)});"
+
+
+class CRenderer:
+    """The C backend's renderer: a plan's programs as one C file."""
+
+    def render(self, programs: Sequence[LinearProgram], steps: Sequence[Step]) -> Source:
+        return Source(batch_source(programs, steps))
+
+
+# --8<-- [end:batch-source]

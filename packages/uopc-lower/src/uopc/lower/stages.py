@@ -1,0 +1,160 @@
+"""The stages of the pipeline, as plain immutable values: what each arrow of the compiler takes and returns.
+
+    graph --make_plan--> Plan, whose Kernels each carry their Opts --linearize--> LinearProgram
+          --Renderer.render--> Source --Compiler.compile--> Binary --Runtime.load--> Executable
+
+A stage holds everything the next arrow needs, so no arrow reaches back into an earlier one: a renderer gets
+a LinearProgram (the ordered nodes, and the facts about them a renderer needs), never a Kernel to linearize
+itself. pipeline.py walks the arrows; backend.py says what a backend supplies.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from uopc.ir import DType, Ops, UOp
+from uopc.lower.opt import Opts
+from uopc.lower.rangeify import LowerError
+
+
+# --8<-- [start:params]
+@dataclass(frozen=True)
+class Param:
+    """One buffer parameter of a kernel. Kernels name their parameters data0, data1, ... by slot."""
+
+    slot: int
+    dtype: DType
+    size: int
+
+    @property
+    def name(self) -> str:
+        return f"data{self.slot}"
+
+
+def kernel_params(kernel: UOp) -> tuple[Param, ...]:
+    """The buffers a kernel reads or writes, in slot order; the slots are its argument positions."""
+    found = {
+        u.arg.slot: Param(u.arg.slot, u.scalar_dtype, u.arg.size)
+        for u in kernel.toposort()
+        if u.op is Ops.DEFINE_GLOBAL
+    }
+    if sorted(found) != list(range(len(found))):
+        raise LowerError(f"kernel parameters must be numbered 0..n-1 with no gap, got slots {sorted(found)}")
+    return tuple(found[s] for s in sorted(found))
+
+
+# --8<-- [end:params]
+
+
+# --8<-- [start:kernel]
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel of a plan: its name, its graph (loops over buffers, as rangeify made it) and the opts
+    chosen for it. linearize applies the opts; the graph itself stays as it was, so that another choice of
+    opts (a search over them, say) starts from the same kernel."""
+
+    name: str
+    ast: UOp
+    opts: Opts = field(default_factory=Opts)
+
+    @functools.cached_property
+    def params(self) -> tuple[Param, ...]:
+        return kernel_params(self.ast)
+
+    @functools.cached_property
+    def written(self) -> frozenset[int]:
+        """The slots this kernel stores into."""
+        return frozenset(u.src[0].arg.slot for u in self.ast.toposort() if u.op is Ops.STORE)
+
+
+# --8<-- [end:kernel]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One kernel call of a plan: which kernel, and which of the plan's buffers fills each parameter."""
+
+    kernel: int
+    buffers: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    dtype: DType
+    size: int
+
+
+# --8<-- [start:plan]
+@dataclass(frozen=True, eq=False)
+class Plan:
+    """How to compute a normalized graph: kernels, the buffers they use, and the order of calls.
+
+    Plan buffers are numbered: the graph's inputs first (in the order the normalized graph numbers them),
+    then one buffer per output, then intermediates. `outputs[i]` is the plan buffer holding root i.
+    A plan is made once per graph structure (PlanCache), so it is compared and hashed by identity: what a
+    backend builds from it can be kept by plan.
+    """
+
+    kernels: tuple[Kernel, ...]
+    steps: tuple[Step, ...]
+    buffers: tuple[BufferSpec, ...]
+    n_inputs: int
+    outputs: tuple[int, ...]
+
+
+# --8<-- [end:plan]
+
+
+# --8<-- [start:linear-program]
+@dataclass(frozen=True)
+class LinearProgram:
+    """A kernel as a renderer gets it: its nodes in program order (a RANGE opens a loop, an ENDRANGE closes
+    it), its parameters, and what lowering knows about the program that a renderer may use.
+
+    `strided_axes` are the reduce axes along which some load moves by more than one element per iteration
+    (a weight gradient's reduce loop, say): a vector unit would gather those elements one by one."""
+
+    name: str
+    params: tuple[Param, ...]
+    written: frozenset[int]  # the slots the program stores into
+    uops: tuple[UOp, ...]
+    strided_axes: frozenset[int]
+
+    @functools.cached_property
+    def flops(self) -> int:
+        """Floating-point operations per run: each float ALU op or accumulation, times its loops' trip counts."""
+        trips, total = [1], 0
+        for u in self.uops:
+            if u.op is Ops.RANGE:
+                trips.append(trips[-1] * u.src[0].arg)
+            elif u.op is Ops.ENDRANGE:
+                trips.pop()
+            elif (u.op in Ops.ALU or u.op is Ops.ACCUMULATE) and u.scalar_dtype.is_float:
+                total += trips[-1]
+        return total
+
+
+# --8<-- [end:linear-program]
+
+
+# --8<-- [start:source-binary]
+@dataclass(frozen=True)
+class Source:
+    """What a renderer wrote: the text of every program of a plan, in the backend's language."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Binary:
+    """What a compiler built from a source (a shared library, for C): the key its cache stores it under, the
+    cached file, and the file's bytes, which a runtime can load from, or store again if the file is gone."""
+
+    key: str
+    path: Path
+    data: bytes = field(repr=False)
+
+
+# --8<-- [end:source-binary]
