@@ -186,13 +186,33 @@ def profile_step(model: GPT, train_data: Tokens, args: argparse.Namespace, path:
     print(f"wrote a profile of one step to {path} (python -m pstats {path})")
 
 
-def sample(model: GPT, vocabulary: Vocabulary, args: argparse.Namespace) -> tuple[str, float, int]:
-    """--sample-chars characters after a newline; returns them, characters per second, and plans built."""
+@dataclass
+class Sampled:
+    """A sample and how it was made: the first character builds the plans, the rest only run them."""
+
+    text: str
+    first_seconds: float
+    first_plans: int  # plans built for the first character
+    per_second: float  # characters per second after the first
+    later_plans: int  # plans built after the first character: 0 when every position reuses them
+
+
+def sample(model: GPT, vocabulary: Vocabulary, args: argparse.Namespace) -> Sampled:
+    """--sample-chars characters after a newline, timed."""
     Tensor.manual_seed(args.seed)
+    tokens = generate(model, vocabulary.encode("\n"), args.sample_chars, args.temperature, args.top_k)
     made, began = realizer.plans.made, time.perf_counter()
-    tokens = list(generate(model, vocabulary.encode("\n"), args.sample_chars, args.temperature, args.top_k))
-    seconds = time.perf_counter() - began
-    return vocabulary.decode(tokens), len(tokens) / seconds if seconds > 0 else 0.0, realizer.plans.made - made
+    first = [next(tokens)] if args.sample_chars else []
+    warm, first_plans = time.perf_counter(), realizer.plans.made - made
+    rest = list(tokens)
+    seconds = time.perf_counter() - warm
+    return Sampled(
+        vocabulary.decode(first + rest),
+        warm - began,
+        first_plans,
+        len(rest) / seconds if rest and seconds > 0 else 0.0,
+        realizer.plans.made - made - first_plans,
+    )
 
 
 def plot(run: Run, title: str, out: Path, stamp_line: str) -> None:
@@ -222,8 +242,7 @@ def model_line(args: argparse.Namespace, parameters: int) -> str:
     )
 
 
-def summary(run: Run, args: argparse.Namespace, parameters: int, source: str, sampled: tuple[str, float, int]) -> str:
-    text, per_second, plans = sampled
+def summary(run: Run, args: argparse.Namespace, parameters: int, source: str, sampled: Sampled) -> str:
     _, train_loss, val_loss = run.evals[-1]
     rows = [
         ("parameters", f"{parameters:,}"),
@@ -233,8 +252,10 @@ def summary(run: Run, args: argparse.Namespace, parameters: int, source: str, sa
         ("ms per step (median)", f"{np.median(run.seconds) * 1e3:.1f}"),
         ("first step (s)", f"{run.seconds[0]:.1f}"),
         ("training time (s)", f"{sum(run.seconds):.0f}"),
-        ("sampling (characters per second)", f"{per_second:.1f}"),
-        ("plans built while sampling", f"{plans}"),
+        ("sampling: first character (s)", f"{sampled.first_seconds:.1f}"),
+        ("sampling: plans built for the first character", f"{sampled.first_plans}"),
+        ("sampling: characters per second after the first", f"{sampled.per_second:.1f}"),
+        ("sampling: plans built after the first character", f"{sampled.later_plans}"),
     ]
     top_k = f", top-k {args.top_k}" if args.top_k else ""
     return "\n".join(
@@ -250,10 +271,10 @@ def summary(run: Run, args: argparse.Namespace, parameters: int, source: str, sa
             "| --- | ---: |",
             *(f"| {name} | {value} |" for name, value in rows),
             "",
-            f"Sample of {len(text)} characters after a newline (temperature {args.temperature:g}{top_k}):",
+            f"Sample of {len(sampled.text)} characters after a newline (temperature {args.temperature:g}{top_k}):",
             "",
             "```text",
-            text,
+            sampled.text,
             "```",
             "",
         ]
@@ -281,7 +302,10 @@ def main(argv: list[str] | None = None) -> None:
     save_checkpoint(model, vocabulary, checkpoint)  # first: whatever fails later, the trained model is kept
     print(f"saved {checkpoint}")
     sampled = sample(model, vocabulary, args)
-    print(f"sample ({sampled[1]:.1f} characters per second, {sampled[2]} plans built):\n{sampled[0]}\n")
+    print(
+        f"sample ({sampled.per_second:.1f} characters per second after the first; plans built for the first "
+        f"{sampled.first_plans}, after it {sampled.later_plans}):\n{sampled.text}\n"
+    )
     made = stamp.write(args.out_dir / "gpt_train.txt", summary(run, args, parameters, source, sampled), MEASURES)
     title = f"uopc: character-level GPT ({parameters:,} parameters), final val loss {run.evals[-1][2]:.3f}"
     plot(run, title, args.out_dir / "gpt_loss.png", made.line())

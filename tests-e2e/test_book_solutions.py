@@ -54,6 +54,7 @@ def test_every_solution_file_is_tested() -> None:
         "ch11_rmsprop",
         "ch12_confusion",
         "ch12_schedule",
+        "ch17_top_k",
         "appendix_b_ieee_equal",
         "appendix_b_shrink_graph",
         "appendix_b_sum_width_mutant",
@@ -479,3 +480,23 @@ def test_appendix_b_a_new_mutant_applies_and_is_killed() -> None:
     assert mutant.name not in solution.mutants.BY_NAME  # a new one, not a copy of the catalogue's
     killer = solution.first_failure(mutant)
     assert killer is not None and "test_integer_sums_take_numpy_s_width" in killer
+
+
+def test_ch17_top_k_matches_the_sampler() -> None:
+    import numpy as np
+
+    from uopc.tensor import Tensor
+
+    distribution = load("ch17_top_k").distribution
+    sys.path.append(str(SOLUTIONS.parent.parent / "scripts"))  # scripts/gpt.py, as the training script imports it
+    from gpt import next_char_distribution
+
+    rng = np.random.default_rng(17)
+    logits = rng.normal(0, 2, 23).astype(np.float32)
+    for temperature in (0.5, 1.0, 2.0):
+        for k in (1, 2, 5, 22, 23, None):
+            mine = distribution(logits, temperature, k)
+            theirs = next_char_distribution(Tensor(logits), temperature, k).numpy()
+            np.testing.assert_allclose(theirs, mine, rtol=1e-5, atol=1e-7)
+            assert np.count_nonzero(mine) == (k or 23)
+    assert distribution(logits, 2.0, 1)[np.argmax(logits)] == 1.0  # k = 1 is greedy at any temperature
