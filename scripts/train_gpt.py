@@ -48,7 +48,7 @@ KARPATHY_CHARACTERS = 1_115_394
 
 # --8<-- [start:presets]
 PRESETS: dict[str, dict[str, Any]] = {
-    "small": {"layers": 2, "heads": 4, "dim": 64, "block_size": 64, "batch_size": 32, "steps": 1000, "lr": 1e-2},
+    "small": {"layers": 2, "heads": 4, "dim": 64, "block_size": 64, "batch_size": 32, "steps": 800, "lr": 1e-2},
     "large": {"layers": 4, "heads": 4, "dim": 128, "block_size": 128, "batch_size": 32, "steps": 3000, "lr": 3e-3},
 }
 # --8<-- [end:presets]

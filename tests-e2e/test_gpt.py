@@ -88,6 +88,20 @@ def test_generation_reuses_its_plans_at_every_position() -> None:
     assert len(rest) == 39 and all(0 <= t < 11 for t in [first, *rest])
 
 
+def test_the_padded_window_gives_the_logits_of_the_context_alone() -> None:
+    # what the sampler relies on: with the context at the left of the window, the padding after it changes
+    # nothing at the positions read; at the right of the window (padding before it), the positions shift
+    gpt = load("gpt")
+    Tensor.manual_seed(1)
+    model = gpt.GPT(gpt.Config(vocab_size=11, block_size=16, dim=16, heads=2, layers=2))
+    context = np.array([[3, 1, 4, 1, 5]], dtype=np.int32)
+    alone = model(Tensor(context)).numpy()[0]
+    left, right = np.full((1, 16), 7, np.int32), np.full((1, 16), 7, np.int32)
+    left[0, :5], right[0, -5:] = context[0], context[0]
+    np.testing.assert_allclose(model(Tensor(left)).numpy()[0, :5], alone, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(model(Tensor(right)).numpy()[0, -1], alone[-1], rtol=1e-3)
+
+
 def test_top_k_keeps_only_the_k_most_likely_characters() -> None:
     gpt = load("gpt")
     logits = Tensor(np.array([0.5, 3.0, -1.0, 2.0, 2.5], dtype=np.float32))
