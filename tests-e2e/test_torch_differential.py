@@ -409,9 +409,9 @@ DEVIATIONS = [
     ),
     Deviation(
         "slope of gelu far out",
-        "gelu",
+        "gelu tanh",
         "grad",
-        "gelu's slope is its exact limit, 1 above and 0 below, where torch's x**3 overflows into 0 * inf = NaN "
+        "gelu (tanh form)'s slope is its exact limit, 1 above and 0 below, where torch's x**3 overflows into 0 * inf = NaN "
         "(huge magnitudes and infinities); uopc clamps x inside tanh's argument to [-30, 30] (notes 46)",
         "the limit, 1 for x > 0 and 0 for x < 0",
         far_out,
@@ -773,6 +773,10 @@ BINARY = [
     same("xor", lambda a, b: a ^ b, LOGIC, exact=True),
     same("floordiv", lambda a, b: a // b, INTS, exact=True, domain=nonzero_divisor),
     same("mod", lambda a, b: a % b, INTS, exact=True, domain=nonzero_divisor),
+    # of floats, by zero too (a / b, and NaN); // has no gradient (torch defines none), % has torch's. A zero
+    # remainder takes the divisor's sign in numpy and Python (5.0 % -1.0 is -0.0), and is +0.0 in torch
+    same("floordiv float", lambda a, b: a // b, FLOATS, exact=True, signed_zero=True, grad=False),
+    same("mod float", lambda a, b: a % b, FLOATS, exact=True),
     Op("where", lambda a, b: (a < b).where(a, b), lambda a, b: torch.where(a < b, a, b), exact=True),
     Op("where 0", lambda a, b: a.where(b, 0), lambda a, b: torch.where(a.bool(), b, 0), exact=True, dtype=where_dtype),
 ]

@@ -147,7 +147,7 @@ def test_shape_mismatch_names_both_shapes() -> None:
     [
         (lambda: UOp(Ops.ADD, dtypes.int32, (UOp.const(1),)), "ADD: takes 2 source"),
         (lambda: UOp(Ops.ADD, dtypes.float32, (UOp.const(1), UOp.const(2))), "result dtype must be int32"),
-        (lambda: UOp.const(1.0) // 2.0, "IDIV: not defined for float32; it takes int or uint"),
+        (lambda: UOp.const(1.0) & 2.0, "AND: not defined for float32; it takes bool or int or uint"),
         (lambda: UOp.const(1).exp(), "EXP: not defined for int32"),
         (lambda: UOp.const(1).where(1, 2), "WHERE: condition must be bool, got int32"),
         (lambda: UOp.const(1) + 1.5, "float constant 1.5 with a int32 operand"),

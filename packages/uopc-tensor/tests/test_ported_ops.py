@@ -175,6 +175,51 @@ def test_method_names_of_operators_and_casts() -> None:
     same(Tensor([0.0, 2.0, nan]).bool(), np.array([False, True, True]))
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_floor_division_and_modulo_of_floats_are_numpys(dtype: str) -> None:
+    """Python's and numpy's semantics: the quotient floored, the remainder with the divisor's sign (and its
+    zero's sign), by zero a / b and NaN; huge quotients exact, where a - b * floor(a / b) would be far off.
+    Reversed operators, in-place ones, and an integer tensor with a float divisor (promoted, as numpy)."""
+    rng = np.random.default_rng(12)
+    a = np.concatenate([rng.standard_normal(40) * 1e3, [1e30, -1e30, 7.5, -7.5, 0.0, -0.0, inf, -inf, nan, 1.0, -1.0]])
+    b = np.concatenate([rng.standard_normal(40), [3.0, 3.0, -2.0, 2.0, -3.0, 3.0, 2.0, 2.0, 1.0, inf, inf]])
+    with np.errstate(all="ignore"):
+        a, b = a.astype(dtype), b.astype(dtype)  # 1e30 is inf in float16
+        b[::7] = 0.0
+        for got, want in [
+            (Tensor(a) // Tensor(b), a // b),
+            (Tensor(a) % Tensor(b), a % b),
+            (7.5 // Tensor(b), np.asarray(7.5, dtype) // b),
+            (-7.5 % Tensor(b), np.asarray(-7.5, dtype) % b),
+            (Tensor(a) % 2.5, a % np.asarray(2.5, dtype)),
+        ]:
+            same(got, want)
+        t = Tensor(a)
+        t %= 3.0
+        same(t, a % np.asarray(3.0, dtype))
+    ints = np.array([7, -7, 7, -7], np.int32)
+    same(Tensor(ints) // 2.0, ints.astype(np.float32) // np.float32(2.0))
+    same(Tensor(ints) % -2.5, ints.astype(np.float32) % np.float32(-2.5))
+
+
+def test_gradients_of_modulo_and_floor_division() -> None:
+    """a % b = a - b * floor(a / b): 1 for a and -floor(a / b) for b, PyTorch's rule (also at a = inf, where
+    PyTorch gives 1), checked against finite differences in float64 away from the jumps. Floor division is
+    piecewise constant, as floor: no gradient, and PyTorch defines none."""
+    a = np.array([5.5, -5.5, 2.25, -0.75, 1e3], np.float64)
+    b = np.array([2.0, 2.0, -1.5, 0.5, 7.0], np.float64)
+    ta, tb = Tensor(a, requires_grad=True), Tensor(b, requires_grad=True)
+    (ta % tb).sum().backward()
+    assert ta.grad is not None and tb.grad is not None
+    h = 1e-6
+    for leaf, grad in [(0, ta.grad.numpy()), (1, tb.grad.numpy())]:
+        step = np.eye(2)[leaf] * h
+        numeric = (np.mod(a + step[0], b + step[1]) - np.mod(a - step[0], b - step[1])) / (2 * h)
+        np.testing.assert_allclose(grad, numeric, rtol=1e-6)
+    np.testing.assert_array_equal(grads(lambda t: t % 2.0, [inf, nan, -3.0]), [1.0, 1.0, 1.0])
+    assert not (Tensor(a, requires_grad=True) // 2.0).requires_grad
+
+
 # ---- reductions along axes ----
 
 

@@ -471,8 +471,7 @@ _ALU_ARITY: dict[Ops, int] = {**dict.fromkeys(Ops.UNARY, 1), **dict.fromkeys(Ops
 
 _ALU_KINDS: dict[Ops, tuple[str, ...]] = {
     **dict.fromkeys((Ops.EXP, Ops.LOG, Ops.SQRT, Ops.SIN, Ops.COS, Ops.DIV, Ops.POW), ("float",)),
-    **dict.fromkeys((Ops.IDIV, Ops.MOD), ("int", "uint")),
-    **dict.fromkeys((Ops.NEG, Ops.ADD, Ops.SUB, Ops.MUL), ("int", "uint", "float")),
+    **dict.fromkeys((Ops.NEG, Ops.ADD, Ops.SUB, Ops.MUL, Ops.IDIV, Ops.MOD), ("int", "uint", "float")),
     **dict.fromkeys((Ops.AND, Ops.OR, Ops.XOR), ("bool", "int", "uint")),
 }
 

@@ -91,6 +91,7 @@ GRADIENT_RULES: dict[Ops, GradRule] = {
     Ops.SUB: lambda u, g: (g, -g),
     Ops.MUL: lambda u, g: (g * u.src[1], g * u.src[0]),
     Ops.DIV: lambda u, g: (g / u.src[1], -g * u / u.src[1]),
+    Ops.MOD: lambda u, g: (g, -g * (u.src[0] // u.src[1])),  # a % b = a - b * (a // b), as PyTorch's remainder
     Ops.NEG: lambda u, g: (-g,),
     Ops.EXP: lambda u, g: (g * u,),
     Ops.LOG: lambda u, g: (g / u.src[0],),

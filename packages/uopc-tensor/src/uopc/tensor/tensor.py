@@ -494,7 +494,8 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         """The one hook of the operator layer (uopc.ir's OpMixin gives +, -, <, maximum, exp, ... through it).
 
         A numpy scalar counts as the Python number it holds (np.float32(2) * t is 2.0 * t, as in PyTorch), true
-        division of integers gives floats, and a power of integers stays integer."""
+        division of integers gives floats, a power of integers stays integer, and floor division carries no
+        gradient (piecewise constant, as floor; PyTorch defines none)."""
         if not operands:
             return self._unary(op)
         (x,) = operands
@@ -502,7 +503,8 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         if op is Ops.POW:
             return self._power(x, reverse)
         base = self._float_pair(x) if op is Ops.DIV else self
-        return base._binary(op, x, "gt" if op is Ops.CMPLT and reverse else _OP_NAMES[op], reverse)
+        out = base._binary(op, x, "gt" if op is Ops.CMPLT and reverse else _OP_NAMES[op], reverse)
+        return out.detach() if op is Ops.IDIV and out.dtype.is_float else out
 
     def _is_operand(self, x: object) -> bool:
         return _is_operand(x)
@@ -1640,8 +1642,8 @@ _OP_NAMES = {
     Ops.SUB: "sub",
     Ops.MUL: "mul",
     Ops.DIV: "div",
-    Ops.IDIV: "floordiv (integers only)",
-    Ops.MOD: "mod (integers only)",
+    Ops.IDIV: "floordiv",
+    Ops.MOD: "mod",
     Ops.POW: "pow",
     Ops.MAX: "maximum",
     Ops.MIN: "minimum",
