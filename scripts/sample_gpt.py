@@ -15,8 +15,10 @@ import time
 
 from arguments import input_file, non_negative_int, positive_float, positive_int
 from gpt import generate, load_checkpoint
+from safetensors import SafetensorError
 
 from uopc.tensor import Tensor
+from uopc.tensor.nn import CheckpointError
 from uopc.tensor.realize import realizer
 
 
@@ -36,7 +38,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    model, vocabulary = load_checkpoint(args.checkpoint)
+    try:
+        model, vocabulary = load_checkpoint(args.checkpoint)
+    except SafetensorError as e:  # not a safetensors file at all
+        raise SystemExit(f"{args.checkpoint} is not a GPT checkpoint of train_gpt.py: {e}") from None
+    except CheckpointError as e:  # a safetensors file, but not of this model
+        raise SystemExit(str(e)) from None
     unknown = vocabulary.unknown(args.prompt)
     if unknown:
         raise SystemExit(f"--prompt: the model never saw the characters {unknown!r}")

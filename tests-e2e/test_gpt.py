@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from uopc.tensor import Tensor
+from uopc.tensor.nn import save
 from uopc.tensor.realize import realizer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -125,3 +126,21 @@ def test_a_checkpoint_samples_with_a_prompt(trained: tuple[Path, str]) -> None:
         check=False,
     )
     assert refused.returncode == 1 and "never saw the characters" in refused.stderr
+
+
+@pytest.mark.parametrize("kind", ["not safetensors", "no GPT metadata"])
+def test_a_file_that_is_no_gpt_checkpoint_is_refused_with_a_message(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "model.safetensors"
+    if kind == "not safetensors":
+        path.write_text("not a checkpoint\n")
+    else:
+        save({"weight": Tensor(np.ones((2, 2), np.float32))}, path)  # a safetensors file, but an MLP's, say
+    done = subprocess.run(
+        [sys.executable, str(SCRIPTS / "sample_gpt.py"), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"{path} is not a GPT checkpoint of train_gpt.py" in done.stderr
