@@ -411,8 +411,8 @@ DEVIATIONS = [
         "slope of gelu far out",
         "gelu tanh",
         "grad",
-        "gelu (tanh form)'s slope is its exact limit, 1 above and 0 below, where torch's x**3 overflows into 0 * inf = NaN "
-        "(huge magnitudes and infinities); uopc clamps x inside tanh's argument to [-30, 30] (notes 46)",
+        "gelu (tanh form)'s slope is its exact limit, 1 above and 0 below, where torch's x**3 overflows into "
+        "0 * inf = NaN (huge magnitudes and infinities); uopc clamps x inside tanh's argument to [-30, 30] (notes 46)",
         "the limit, 1 for x > 0 and 0 for x < 0",
         far_out,
         slope(lambda x: np.where(x > 0, 1.0, 0.0)),

@@ -290,7 +290,10 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         todo = [t for t in (self, *others) if not is_realized(t.uop) and t.uop not in realizer.computed]
         for device in {t.device for t in todo}:
             group = [t for t in todo if t.device == device]
-            for t, buf in zip(group, realize([t.uop for t in group], device), strict=True):
+            full = [t for t in group if t.numel()]
+            bufs = dict(zip(map(id, full), realize([t.uop for t in full], device), strict=True)) if full else {}
+            for t in group:
+                buf = bufs[id(t)] if t.numel() else _empty_buffer(t.dtype, device)  # empty: nothing to compute
                 value = buf if t.shape == buf.shape else buf.reshape(t.shape)
                 if t.requires_grad:  # keep the graph, so that backward() still reaches the leaves through it
                     realizer.computed[t.uop] = value
@@ -762,6 +765,8 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         x = self.cast(_sum_dtype(self.dtype)) if op in (Ops.ADD, Ops.MUL) else self
         if not axes:
             return x
+        if name in ("max", "min", "argmax", "argmin") and any(self.shape[a] == 0 for a in axes):
+            raise TensorError(f"{name}: an axis of size 0 in {self.shape} has no {name}, as in numpy and PyTorch")
         out = x._derive(x.uop.reduce(op, axes), x)
         return out if keepdim else out.reshape(self._reduced_shape(axes))
 
@@ -833,21 +838,25 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
 
     # --8<-- [start:stable]
     def logsumexp(self, axis: AxisArg = -1, keepdim: bool = False) -> Tensor:
-        m = self.max(axis, keepdim=True).detach()
+        m = self._shift(axis)
         if self.dtype.is_float:  # an infinite max would give inf - inf = NaN: shift by 0 instead, as PyTorch
             m = (m.abs() == math.inf).where(0.0, m)  # does; the sum is then 0 or inf, its log -inf or inf
         out = (self - m).exp().sum(axis, keepdim=True).log() + m
         return out if keepdim else out.reshape(self._reduced_shape(_axes(axis, self.shape, "logsumexp")))
 
+    def _shift(self, axis: AxisArg) -> Tensor:
+        """The maximum that keeps exp from overflowing; over an axis of size 0, -inf (no element to shift)."""
+        return self._reduce(Ops.MAX, axis, True, "shift").detach()
+
     def softmax(self, axis: int = -1) -> Tensor:
-        e = (self - self.max(axis, keepdim=True).detach()).exp()
+        e = (self - self._shift(axis)).exp()
         return e / e.sum(axis, keepdim=True)
 
     def log_softmax(self, axis: int = -1) -> Tensor:
         """(x - max) - log(sum(exp(x - max))), shifted by the maximum as softmax is (not by logsumexp's, which is 0
         for an infinite maximum), so it is NaN exactly where softmax is, as in PyTorch; x - logsumexp(x) would
         cancel at large |x|, losing the log."""
-        shifted = self - self.max(axis, keepdim=True).detach()
+        shifted = self - self._shift(axis)
         return shifted - shifted.exp().sum(axis, keepdim=True).log()
 
     def one_hot(self, num_classes: int) -> Tensor:
@@ -857,7 +866,7 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         if not _is_index(num_classes) or num_classes < 1:
             raise TensorError(f"one_hot: num_classes must be a positive integer, got {num_classes!r}")
         labels = self.realize().numpy()  # labels are data: a bad one would silently be an all-zero row
-        if labels.min() < 0 or labels.max() >= num_classes:
+        if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
             raise TensorError(
                 f"one_hot({num_classes}): indices must lie in [0, {num_classes}), "
                 f"got values from {labels.min()} to {labels.max()}"
@@ -883,7 +892,7 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
             if known == 0 or self.numel() % known:
                 raise TensorError(f"reshape: cannot infer -1 reshaping {self.shape} to {new}")
             new = tuple(self.numel() // known if s == -1 else s for s in new)
-        if prod(new) != self.numel() or any(s < 1 for s in new):
+        if prod(new) != self.numel() or any(s < 0 for s in new):
             raise TensorError(f"reshape: cannot reshape {self.shape} ({self.numel()} elements) to {new}")
         return self if new == self.shape else self._derive(self.uop.reshape(new), self)
 
@@ -908,8 +917,8 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         lead = len(new) - self.ndim
         if lead < 0:
             raise TensorError(f"expand: cannot expand {self.shape} to fewer dimensions {new}")
-        if any(s == -1 for s in new[:lead]) or any(s < 1 and s != -1 for s in new):
-            raise TensorError(f"expand: sizes {new} must be >= 1, or -1 to keep an existing axis of {self.shape}")
+        if any(s == -1 for s in new[:lead]) or any(s < 0 and s != -1 for s in new):
+            raise TensorError(f"expand: sizes {new} must be >= 0, or -1 to keep an existing axis of {self.shape}")
         full = tuple(self.shape[i - lead] if s == -1 else s for i, s in enumerate(new))
         x = self.reshape((1,) * lead + self.shape) if lead else self
         if any(s not in (n, 1) for s, n in zip(x.shape, full, strict=True)):
@@ -921,7 +930,7 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         if len(bounds) != self.ndim:
             raise TensorError(f"shrink: {len(bounds)} bounds for a tensor with {self.ndim} dimensions")
         arg = _int_pairs("shrink", [(0, s) if b is None else b for b, s in zip(bounds, self.shape, strict=True)])
-        if any(not 0 <= b < e <= s for (b, e), s in zip(arg, self.shape, strict=True)):
+        if any(not 0 <= b <= e <= s for (b, e), s in zip(arg, self.shape, strict=True)):
             raise TensorError(f"shrink: bounds {arg} do not fit {self.shape}")
         return self._derive(self.uop.shrink(arg), self)
 
@@ -932,8 +941,8 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
             raise TensorError(f"pad: {len(padding)} (before, after) pairs for a tensor with {self.ndim} dimensions")
         padding = _int_pairs("pad", padding)
         cut = [(max(0, -b), s - max(0, -a)) for (b, a), s in zip(padding, self.shape, strict=True)]
-        if any(b >= e for b, e in cut):
-            raise TensorError(f"pad: widths {list(padding)} remove every element of {self.shape}")
+        if any(b > e for b, e in cut):
+            raise TensorError(f"pad: widths {list(padding)} remove more than every element of {self.shape}")
         x = self.shrink(cut) if any(b or e != s for (b, e), s in zip(cut, self.shape, strict=True)) else self
         grow = [(max(0, b), max(0, a)) for b, a in padding]
         if all(b == a == 0 for b, a in grow):
@@ -1744,10 +1753,10 @@ def _int_pairs(op: str, pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int
 
 
 def _sizes(op: str, shape: Sequence[int | Sequence[int]]) -> tuple[int, ...]:
-    """The shape of a new tensor, from f(2, 3) or f((2, 3)); every size at least 1."""
+    """The shape of a new tensor, from f(2, 3) or f((2, 3)); a size may be 0, as in numpy and PyTorch."""
     out = _shape_args(shape)
-    if any(s < 1 for s in out):
-        raise TensorError(f"{op}: sizes {out} must be >= 1 (zero-size tensors are not supported)")
+    if any(s < 0 for s in out):
+        raise TensorError(f"{op}: sizes {out} must be >= 0")
     return out
 
 
@@ -1779,8 +1788,6 @@ def _numpy_dtype(data: Any, dtype: DType | None) -> tuple[np.ndarray[Any, Any], 
         arr = np.asarray(data)
     except ValueError as e:  # ragged nested lists
         raise TensorError(f"Tensor: cannot make a tensor from this {type(data).__name__}: {e}") from None
-    if arr.size == 0:
-        raise TensorError(f"Tensor: zero-size tensors (shape {arr.shape}) are not supported")
     if arr.dtype.kind not in "biuf":
         raise TensorError(
             f"Tensor: cannot make a tensor from {type(data).__name__} with numpy dtype {arr.dtype} "
@@ -1802,14 +1809,14 @@ def _natural_dtype(arr: np.ndarray[Any, Any], typed: bool) -> DType:
 
 
 def _int_dtype(arr: np.ndarray[Any, Any]) -> DType:
-    fits = dtypes.int32.min <= arr.min() and arr.max() <= dtypes.int32.max
+    fits = arr.size == 0 or (dtypes.int32.min <= arr.min() and arr.max() <= dtypes.int32.max)
     return dtypes.int32 if fits else dtypes.int64
 
 
 def _fitted(arr: np.ndarray[Any, Any], dt: DType) -> np.ndarray[Any, Any]:
     """`arr` in `dt`, refusing values `dt` cannot hold, which numpy's astype would wrap, make inf or make
     garbage: integers out of range, NaN and inf for an integer type, finite floats beyond a float type."""
-    if dt.is_int:
+    if dt.is_int and arr.size:
         if arr.dtype.kind == "f" and not np.isfinite(arr).all():
             raise TensorError(f"Tensor: NaN and inf have no {dt.name} value")
         low, high = math.trunc(arr.min().item()), math.trunc(arr.max().item())  # floats truncate, as in numpy
@@ -1824,6 +1831,10 @@ def _fitted(arr: np.ndarray[Any, Any], dt: DType) -> np.ndarray[Any, Any]:
     if overflow is not None and overflow.any():
         raise TensorError(f"Tensor: values such as {arr[overflow].flat[0]} are beyond the range of {dt.name}")
     return out
+
+
+def _empty_buffer(dtype: DType, device: str) -> UOp:
+    return realizer.new_buffer(get_backend(device).runtime.allocate(dtype, 0), dtype)
 
 
 def _buffer_from(data: Any, dtype: DType | None, device: str) -> UOp:
@@ -1892,8 +1903,6 @@ def _index_items(t: Tensor, item: Any) -> list[Any]:
     if item.dtype.is_int:
         return [item]
     positions = np.nonzero(item.numpy())
-    if not positions[0].size:
-        raise TensorError("index: the mask selects no elements (zero-size tensors are not supported)")
     return [Tensor(p.astype(np.int64), device=t.device) for p in positions]
 
 
@@ -1933,7 +1942,7 @@ def _take_range(t: Tensor, axis: int, start: int, stop: int, step: int) -> Tenso
     """Elements start, start+step, ... (before stop) of one axis, for any nonzero step."""
     idx = range(start, stop, step)
     if len(idx) == 0:
-        raise TensorError(f"index: the slice selects no elements of axis {axis} (zero-size tensors are not supported)")
+        return t.shrink([(0, 0) if i == axis else None for i in range(t.ndim)])
     lo, hi = min(idx[0], idx[-1]), max(idx[0], idx[-1]) + 1
     bounds: list[tuple[int, int] | None] = [None] * t.ndim
     bounds[axis] = (lo, hi)
@@ -1991,7 +2000,7 @@ def _check_indices(op: str, index: Tensor, n: int, negative: bool) -> np.ndarray
     where negative indices count from the end."""
     values = index.numpy()
     low = -n if negative else 0
-    if values.min() < low or values.max() >= n:
+    if values.size and (values.min() < low or values.max() >= n):
         raise TensorIndexError(
             f"{op}: indices must lie in [{low}, {n}), got values from {values.min()} to {values.max()}"
         )
