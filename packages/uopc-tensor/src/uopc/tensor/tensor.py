@@ -1050,7 +1050,7 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
     def dot(self, w: Tensor) -> Tensor:
         return self.matmul(w)
 
-    # ---- the method names PyTorch users type for the operators ----
+    # ---- torch.add and torch.sub scale x by alpha (the other method names come with the operators) ----
     def add(self, x: Operand, alpha: Scalar = 1) -> Tensor:
         """self + alpha * x, as torch.add."""
         return self + (x if alpha == 1 else _scaled(x, alpha, "add"))
@@ -1058,19 +1058,6 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
     def sub(self, x: Operand, alpha: Scalar = 1) -> Tensor:
         """self - alpha * x, as torch.sub."""
         return self - (x if alpha == 1 else _scaled(x, alpha, "sub"))
-
-    def mul(self, x: Operand) -> Tensor:
-        return self * x
-
-    def div(self, x: Operand) -> Tensor:
-        """True division, self / x."""
-        return self / x
-
-    def neg(self) -> Tensor:
-        return -self
-
-    def pow(self, x: Operand) -> Tensor:
-        return self**x
 
     # ---- more elementwise functions ----
     # --8<-- [start:clip]
