@@ -1578,3 +1578,25 @@ def test_random_creation_has_torch_shape_dtype_and_range(name: str) -> None:
         CASES[f"random {name}"] += 1
         assert (value.shape, str(value.dtype)) == (tuple(theirs.shape), str(theirs.dtype).removeprefix("torch."))
         assert np.all((low <= value) & (value <= high)), f"{value} outside [{low}, {high}]"
+
+
+# ---- zero-size tensors ----
+
+ZERO_SIZE = [
+    same("empty: exp", lambda x, w: x.exp()),
+    same("empty: sum over the empty axis", lambda x, w: x.sum(0)),
+    same("empty: sum of everything", lambda x, w: x.sum()),
+    same("empty: prod over the empty axis", lambda x, w: x.prod(0)),
+    same("empty: mean over the empty axis", lambda x, w: x.mean(0)),
+    same("empty: logsumexp over the empty axis", lambda x, w: x.logsumexp(0)),
+    same("empty: softmax", lambda x, w: x.softmax(0)),
+    same("empty: matmul, empty batch", lambda x, w: x @ w),
+    same("empty: matmul, empty inner axis", lambda x, w: x.transpose(0, 1) @ x),
+    Op("empty: cat", lambda x, w: x.cat(w.transpose(0, 1)), lambda x, w: torch.cat([x, w.transpose(0, 1)])),
+]
+
+
+@pytest.mark.parametrize("dtype", sorted(FLOATS))
+def test_zero_size_tensors(dtype: str) -> None:
+    """A (0, 3) tensor and a (3, 2) weight: values and gradients, the weight's a sum of no terms."""
+    check(ZERO_SIZE, [np.zeros((0, 3), dtype), np.arange(6, dtype=dtype).reshape(3, 2)])
