@@ -1443,9 +1443,10 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
                 f"{op}: input {self.shape} (classes on the last axis) needs targets of shape {self.shape[:-1]}, "
                 f"got {target.shape}"
             )
+        values = target.numpy()  # targets are data, checked now: from numpy they are a buffer, read with no kernel
+        _check_index_values(op, values[values != ignore_index], self.shape[-1], negative=False)
         kept = target != ignore_index
         labels = kept.where(target, 0)
-        _check_indices(op, labels, self.shape[-1], negative=False)
         hit = labels.unsqueeze(-1) == Tensor.arange(self.shape[-1], dtype=labels.dtype, device=self.device)
         # a select, not a product with the one-hot: a class masked out by a -inf logit has log-probability
         # -inf, and -inf * 0 is NaN
@@ -1986,12 +1987,16 @@ def _check_indices(op: str, index: Tensor, n: int, negative: bool) -> np.ndarray
     """The values of an index tensor (computed now, if lazy), each checked to be in [0, n), or in [-n, n)
     where negative indices count from the end."""
     values = index.numpy()
+    _check_index_values(op, values, n, negative)
+    return values
+
+
+def _check_index_values(op: str, values: np.ndarray[Any, Any], n: int, negative: bool) -> None:
     low = -n if negative else 0
     if values.size and (values.min() < low or values.max() >= n):
         raise TensorIndexError(
             f"{op}: indices must lie in [{low}, {n}), got values from {values.min()} to {values.max()}"
         )
-    return values
 
 
 def _comes_before(a: Tensor, b: Tensor, descending: bool) -> Tensor:
