@@ -559,7 +559,7 @@ def _expand_shape(u: UOp, shape: Shape, arg: Any) -> Shape:
     _int_tuple(u, arg, "a tuple of ints (the new shape)")
     if len(arg) != len(shape) or any(s not in (n, 1) or n < 0 for s, n in zip(shape, arg, strict=True)):
         rank = len(shape)
-        raise _fail(u, f"cannot expand {shape} to {arg}: only axes of size 1 grow (or become 0), and the rank stays {rank}")
+        raise _fail(u, f"cannot expand {shape} to {arg}: only axes of size 1 grow (or go to 0); the rank stays {rank}")
     return tuple(arg)
 
 

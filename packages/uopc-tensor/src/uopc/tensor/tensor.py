@@ -1225,7 +1225,7 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
     # ---- selecting by index ----
     # --8<-- [start:gather]
     def gather(self, dim: int, index: Tensor) -> Tensor:
-        """out[i][j] = self[index[i][j]][j] for dim 0, self[i][index[i][j]] for dim 1, and so on, as
+        """`out[i][j] = self[index[i][j]][j]` for dim 0, `self[i][index[i][j]]` for dim 1, and so on, as
         torch.gather. `index` has as many axes as this tensor and is no longer on any but `dim`.
 
         There is no gather op: each output element compares its index with 0 .. n-1 (a one-hot row) and sums
@@ -1246,13 +1246,13 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
     # --8<-- [end:gather]
 
     def scatter(self, dim: int, index: Tensor, src: Tensor | Scalar) -> Tensor:
-        """A copy of this tensor with self[index[i][j]][j] = src[i][j] for dim 0 (and so on), as
+        """A copy of this tensor with `self[index[i][j]][j] = src[i][j]` for dim 0 (and so on), as
         torch.scatter; `src` may be a number. Two writes to one place would make the result depend on their
         order, so they are refused: add them up with scatter_add instead."""
         return self._scatter(dim, index, src, "scatter")
 
     def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
-        """A copy of this tensor with src[i][j] added to self[index[i][j]][j] for dim 0 (and so on), every
+        """A copy of this tensor with `src[i][j]` added to `self[index[i][j]][j]` for dim 0 (and so on), every
         write counted, as torch.scatter_add."""
         return self._scatter(dim, index, src, "scatter_add")
 
