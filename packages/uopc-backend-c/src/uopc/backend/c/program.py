@@ -118,14 +118,16 @@ def _check_no_overlap(fn: str, params: Sequence[CParam], arrays: Sequence[Any]) 
 
 
 # --8<-- [start:gomp-spin]
-# OpenMP threads that finish a parallel loop spin, waiting for the next one, for about 300,000 iterations
-# by default. When the machine is busy, a spinning thread holds a core that another thread of the same
-# loop needs, and a training step ran ten times slower. A short spin keeps the fast hand-off when the
-# machine is idle. Set before the first library loads libgomp, which reads it once; a user's value wins.
-os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+def _shorten_openmp_spin() -> None:
+    """OpenMP threads that finish a parallel loop spin, waiting for the next one, for about 300,000
+    iterations by default. When the machine is busy, a spinning thread holds a core that another thread of
+    the same loop needs, and a training step ran ten times slower. A short spin keeps the fast hand-off when
+    the machine is idle. A user's value wins."""
+    os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 
 # --8<-- [end:gomp-spin]
+_shorten_openmp_spin()  # on import: before the first library loads libgomp, which reads the value once
 
 
 @functools.cache
