@@ -99,7 +99,7 @@ def convert(path: str, text: str) -> tuple[str, list[Section]]:
     lines = text.split("\n")
     bounds = marked_sections(lines, path)
     kept, renumber = unmarked(lines)
-    new = "\n".join(kept)
+    new = "\n".join(kept).rstrip("\n") + "\n"  # a marker at the end leaves no blank line after the code
     spans = includes.definitions(new)
     sections = []
     for name, (first, last) in bounds.items():
