@@ -7,6 +7,10 @@ last one that ends inside it (`A`, or the range `A..B`). Each page's `--8<-- "FI
 whether the book shows the same code; where not, the difference. A section no definition covers is
 reported and its file left as it is (exit status 1). Running it again on converted code changes nothing.
 
+A branch written while the source still had markers: run this on the branch (with this script and
+docs/bookgen/includes.py from main) before merging it, so that both sides have lost the same marker lines
+and only real changes conflict; or merge, keep the marker lines in each conflict, and run it after.
+
     python scripts/unmark.py              # convert, and report
     python scripts/unmark.py --dry-run    # report only
 """
@@ -26,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "docs"))
 from bookgen import includes
 
 ROOT = includes.ROOT
-START_END = re.compile(r"^\s*# --8<-- \[(?P<kind>start|end):(?P<name>[\w-]+)\]\s*$")
+START_END = includes.MARKER
 SECTION_INCLUDE = re.compile(r'^(?P<indent>[ \t]*)--8<-- "(?P<path>[^"@:]+\.py):(?P<section>[\w-]+)"[ \t]*$', re.M)
 
 

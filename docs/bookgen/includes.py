@@ -31,7 +31,7 @@ INCLUDE = re.compile(r'^(?P<indent>[ \t]*)--8<-- "@(?P<where>[^":]+):(?P<names>[
 PRAGMA = re.compile(r"^\s*# fmt: (off|on)\s*$")
 HEADING = re.compile(r"^\s*# -{3,} .* -{3,}\s*$")  # `# ---- creation ----` heads a group of definitions
 # a snippets section marker: what the source used to carry for the book, and must not carry again
-MARKER = re.compile(r"^\s*# --8<-- \[(start|end):[\w-]+\]\s*$")
+MARKER = re.compile(r"^\s*# --8<-- \[(?P<kind>start|end):(?P<name>[\w-]+)\]\s*$")
 # the code the book includes by name; docs/listings keep their markers: they are book material, not source
 SOURCE_GLOBS = ("packages/*/src/**/*.py", "packages/*/tests/**/*.py", "scripts/*.py", "tests-*/**/*.py")
 UNMARK = "python scripts/unmark.py"
@@ -130,11 +130,11 @@ def expand(markdown: str) -> tuple[str, list[str]]:
 
     def include(m: re.Match[str]) -> str:
         try:
-            code = lookup(m["where"], m["names"])
+            shown = lookup(m["where"], m["names"])
         except (ValueError, SyntaxError) as e:
             problems.append(f'`--8<-- "@{m["where"]}:{m["names"]}"`: {e}')
             return f"{m['indent']}# (not found: {m['where']}:{m['names']})"
-        return "\n".join(m["indent"] + line if line else line for line in code.split("\n"))
+        return "\n".join(m["indent"] + line if line else line for line in shown.split("\n"))
 
     return INCLUDE.sub(include, markdown), problems
 
