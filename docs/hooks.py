@@ -21,7 +21,7 @@ from bookgen import glossary, includes, notebook, outputs, source, vendor
 from bookgen.listings import run_listings
 
 log = logging.getLogger("mkdocs.plugins.book")
-PAGES: dict[str, str] = {}  # each page's prose after this hook's changes (no included code), by path under docs/
+PAGES: dict[str, str] = {}  # each page's prose after this hook's changes (no stale warning, no code), by path
 STALE: dict[str, str] = {}  # output file name -> why its numbers may not describe this checkout's code
 
 
@@ -45,7 +45,7 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     if path == "notes.md":
         markdown = notebook.add_entry_anchors(markdown)
     markdown = source.expand_source_pages(markdown)
-    markdown = outputs.flag_stale(markdown, STALE)
+    stale = outputs.stale_shown(markdown, STALE)
     if path == "index.md" or path.startswith("book/"):
         for problem in outputs.typed_figures(markdown):
             log.warning(f"{path}: {problem}")
@@ -57,7 +57,10 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     for problem in problems:
         log.warning(f"{path}: {problem}")
     PAGES[path] = markdown
-    markdown, problems = includes.expand(markdown)  # last: the code it brings in is no prose to check
+    # last, what is no prose to check: the stale warnings quote commit subjects (which may say "notebook
+    # entries 73-74", notebook 116), and the code included by name
+    markdown = outputs.flag_stale(markdown, stale)
+    markdown, problems = includes.expand(markdown)
     for problem in problems:
         log.warning(f"{path}: {problem}")
     return markdown
