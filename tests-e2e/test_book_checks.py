@@ -185,6 +185,7 @@ def test_notebook_entries_must_name_their_chapter_and_their_test() -> None:
     assert len(problems) == 2
     assert all("entry 2" in p for p in problems)
     assert "## 1. Linked both ways { #entry-1 }" in notebook.add_entry_anchors(NOTES)
+    assert notebook.entries("") == {} and notebook.check_back_links("", [("book/01-one.md", "text")]) == []
 
 
 def test_a_chapter_an_entry_names_must_link_it_back() -> None:
