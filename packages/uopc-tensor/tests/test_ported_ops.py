@@ -19,7 +19,7 @@ import pytest
 from uopc.ir import Ops
 from uopc.lower import linearize, make_plan, normalize
 from uopc.tensor import Tensor, TensorError, dtypes
-from uopc.tensor import tensor as tensor_module
+from uopc.tensor.realize import realize
 
 pytestmark = pytest.mark.sanitize  # rerun with kernels under ASan and UBSan (hatch env sanitize)
 
@@ -524,17 +524,16 @@ def test_max_pool_sends_the_gradient_to_the_first_largest_element() -> None:
 def test_cross_entropy_checks_its_targets_without_a_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
     """Class targets are data, checked when the loss is built; targets loaded from numpy are read as they
     are. Checking `where(target != ignore_index, target, 0)` instead computed it: a plan of its own and a
-    kernel run on every training step (notebook entry 79)."""
+    kernel run on every training step (notebook entry 80)."""
     logits = Tensor(RNG.standard_normal((4, 3)).astype(np.float32))
     targets = Tensor(np.array([0, 2, -100, 1], np.int32))
     computed: list[object] = []
-    realize = tensor_module.realize
 
     def counted(roots: Any, device: str) -> Any:
         computed.append(roots)
         return realize(roots, device)
 
-    monkeypatch.setattr(tensor_module, "realize", counted)
+    monkeypatch.setattr("uopc.tensor.tensor.realize", counted)
     loss = logits.cross_entropy(targets)
     assert computed == []
     want = -np.log(np.exp(logits.numpy()) / np.exp(logits.numpy()).sum(-1, keepdims=True))[[0, 1, 3], [0, 2, 1]]
