@@ -540,3 +540,11 @@ def test_cross_entropy_checks_its_targets_without_a_kernel(monkeypatch: pytest.M
     same(loss, want.mean(), exact=False)
     with pytest.raises(TensorError, match=r"indices must lie in \[0, 3\), got values from 0 to 3"):
         logits.cross_entropy(Tensor(np.array([0, 3, -100, 1], np.int32)))
+
+
+def test_logsumexp_sends_no_gradient_to_finite_elements_beside_an_infinity() -> None:
+    """The value is inf, and PyTorch's gradient exp(x - inf) is 0 for every finite x. Shifted by 0 (the
+    fallback for an infinite maximum), a finite element large enough for exp to overflow got inf / inf = NaN
+    (notebook entry 81)."""
+    np.testing.assert_array_equal(grads(lambda t: t.logsumexp(0), [1000.0, inf, 1.0]), [0.0, nan, 0.0])
+    np.testing.assert_array_equal(grads(lambda t: t.logsumexp(0), [-inf, -inf]), [nan, nan])  # as PyTorch

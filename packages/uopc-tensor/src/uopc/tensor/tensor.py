@@ -791,8 +791,11 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
 
     def logsumexp(self, axis: AxisArg = -1, keepdim: bool = False) -> Tensor:
         m = self._shift(axis)
-        if self.dtype.is_float:  # an infinite max would give inf - inf = NaN: shift by 0 instead, as PyTorch
-            m = (m.abs() == math.inf).where(0.0, m)  # does; the sum is then 0 or inf, its log -inf or inf
+        if self.dtype.is_float:  # an infinite max would give inf - inf = NaN: shift by the largest finite value
+            # instead (0 if none), so that exp overflows for no finite element; the sum is then 0 or inf, its
+            # log -inf or inf, and a finite element's gradient exp(x - shift) / inf is 0, as PyTorch's
+            finite = self.isinf().where(-math.inf, self)._shift(axis)
+            m = (m.abs() == math.inf).where((finite.abs() == math.inf).where(0.0, finite), m)
         out = (self - m).exp().sum(axis, keepdim=True).log() + m
         return out if keepdim else out.reshape(self._reduced_shape(_axes(axis, self.shape, "logsumexp")))
 
