@@ -38,7 +38,6 @@ class MLP(Module):
         return self.l2(self.l1(x).relu())
 
 
-# --8<-- [start:cnn]
 def cnn(channels: int) -> Sequential:
     """Two 3x3 convolutions (channels, then 2 * channels), each with ReLU and 2x2 max pooling, and a linear
     layer on the 7 x 7 maps: 28 -> 14 -> 7. The parameters are named as PyTorch's nn.Sequential names them."""
@@ -53,8 +52,6 @@ def cnn(channels: int) -> Sequential:
         Linear(2 * channels * 7 * 7, 10),
     )
 
-
-# --8<-- [end:cnn]
 
 DEFAULT_EPOCHS = {"mlp": 4, "cnn": 2}
 

@@ -19,6 +19,7 @@ import pytest
 from uopc.ir import Ops
 from uopc.lower import linearize, make_plan, normalize
 from uopc.tensor import Tensor, TensorError, dtypes
+from uopc.tensor.realize import realize
 
 pytestmark = pytest.mark.sanitize  # rerun with kernels under ASan and UBSan (hatch env sanitize)
 
@@ -345,8 +346,7 @@ def test_bool_masks() -> None:
     mask = A[:, :, 0] > 0
     same(Tensor(A)[mask], A[mask])
     same(Tensor(A)[:, [True, False, True, True]], A[:, [True, False, True, True]])
-    with pytest.raises(TensorError, match="selects no elements"):
-        Tensor(A)[Tensor(A > 100)]
+    same(Tensor(A)[Tensor(A > 100)], A[A > 100])  # selects nothing: shape (0,)
 
 
 def test_tril_triu() -> None:
@@ -519,3 +519,32 @@ def test_max_pool_sends_the_gradient_to_the_first_largest_element() -> None:
     x.max_pool2d(2).sum().backward()
     assert x.grad is not None
     np.testing.assert_array_equal(x.grad.numpy(), [[[[1, 0, 0, 1], [0, 0, 0, 0]]]])
+
+
+def test_cross_entropy_checks_its_targets_without_a_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Class targets are data, checked when the loss is built; targets loaded from numpy are read as they
+    are. Checking `where(target != ignore_index, target, 0)` instead computed it: a plan of its own and a
+    kernel run on every training step (notebook entry 80)."""
+    logits = Tensor(RNG.standard_normal((4, 3)).astype(np.float32))
+    targets = Tensor(np.array([0, 2, -100, 1], np.int32))
+    computed: list[object] = []
+
+    def counted(roots: Any, device: str) -> Any:
+        computed.append(roots)
+        return realize(roots, device)
+
+    monkeypatch.setattr("uopc.tensor.tensor.realize", counted)
+    loss = logits.cross_entropy(targets)
+    assert computed == []
+    want = -np.log(np.exp(logits.numpy()) / np.exp(logits.numpy()).sum(-1, keepdims=True))[[0, 1, 3], [0, 2, 1]]
+    same(loss, want.mean(), exact=False)
+    with pytest.raises(TensorError, match=r"indices must lie in \[0, 3\), got values from 0 to 3"):
+        logits.cross_entropy(Tensor(np.array([0, 3, -100, 1], np.int32)))
+
+
+def test_logsumexp_sends_no_gradient_to_finite_elements_beside_an_infinity() -> None:
+    """The value is inf, and PyTorch's gradient exp(x - inf) is 0 for every finite x. Shifted by 0 (the
+    fallback for an infinite maximum), a finite element large enough for exp to overflow got inf / inf = NaN
+    (notebook entry 81)."""
+    np.testing.assert_array_equal(grads(lambda t: t.logsumexp(0), [1000.0, inf, 1.0]), [0.0, nan, 0.0])
+    np.testing.assert_array_equal(grads(lambda t: t.logsumexp(0), [-inf, -inf]), [nan, nan])  # as PyTorch

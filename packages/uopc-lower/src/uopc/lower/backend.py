@@ -23,7 +23,6 @@ from uopc.ir import DType, UopcError
 from uopc.lower.stages import Binary, LinearProgram, Source, Step
 
 
-# --8<-- [start:backend-protocol]
 class Renderer(Protocol):
     """Linear programs to source text in the backend's language."""
 
@@ -72,9 +71,6 @@ class Backend:
     renderer: Renderer
     compiler: Compiler
     runtime: Runtime
-
-
-# --8<-- [end:backend-protocol]
 
 
 class BackendNotFound(UopcError, LookupError):

@@ -15,10 +15,10 @@ first use, so a training step that repeats on new data finds its plan in the cac
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from uopc.ir import BufferArg, Ops, UOp, sink, substitute, toposort
+from uopc.ir import BufferArg, ConstValue, DType, Ops, UOp, round_to, sink, substitute, toposort
 from uopc.lower.opt import Opts, choose_opts
 from uopc.lower.rangeify import rangeify
 from uopc.lower.stages import BufferSpec, Kernel, Plan, Step
@@ -26,7 +26,6 @@ from uopc.lower.stages import BufferSpec, Kernel, Plan, Step
 _CHEAP = (Ops.BUFFER, Ops.CONST)
 
 
-# --8<-- [start:normalize]
 def normalize(roots: Sequence[UOp], computed: Mapping[UOp, UOp] | None = None) -> tuple[UOp, list[UOp]]:
     """The roots with every BUFFER renumbered by first use and DETACH removed, and the original buffers.
 
@@ -35,7 +34,7 @@ def normalize(roots: Sequence[UOp], computed: Mapping[UOp, UOp] | None = None) -
     value) is read from that buffer instead of being walked and computed again.
     """
     done = computed or {}
-    graph = sink(*roots)
+    graph = _read_nothing_empty(sink(*roots))
     inputs: list[UOp] = []
     new: dict[UOp, UOp] = {}
     # one pass, sources first: each node is rebuilt from rebuilt sources; a computed subgraph is not entered
@@ -53,7 +52,30 @@ def normalize(roots: Sequence[UOp], computed: Mapping[UOp, UOp] | None = None) -
     return new[graph], inputs
 
 
-# --8<-- [end:normalize]
+def _read_nothing_empty(graph: UOp) -> UOp:
+    """The graph with each node that has elements but reads none (a reduction over an axis of size 0, a pad
+    of an empty tensor) replaced by the constant it is: the reduction's identity, or the padding's 0. Zero-size
+    tensors then never reach a kernel (a result of size 0 is not computed at all)."""
+    if all(u.size for u in graph.toposort() if u.op is not Ops.SINK):
+        return graph
+    new: dict[UOp, UOp] = {}
+    for u in graph.toposort():
+        src = tuple(new[s] for s in u.src)
+        if u.op is not Ops.SINK and u.size and any(s.size == 0 for s in u.src):
+            value = _IDENTITY[u.arg[0]](u.scalar_dtype) if u.op is Ops.REDUCE_AXIS else 0
+            constant = UOp.const(round_to(u.scalar_dtype, value), u.scalar_dtype)
+            new[u] = constant.reshape((1,) * len(u.shape)).expand(u.shape) if u.shape else constant
+        else:
+            new[u] = u if src == u.src else u.replace(src=src)
+    return new[graph]
+
+
+_IDENTITY: dict[Ops, Callable[[DType], ConstValue]] = {
+    Ops.ADD: lambda dt: 0,
+    Ops.MUL: lambda dt: 1,
+    Ops.MAX: lambda dt: dt.min,  # -inf for floats, False for bools
+    Ops.MIN: lambda dt: dt.max,
+}
 
 
 def _through_movement(u: UOp) -> UOp:
@@ -62,7 +84,6 @@ def _through_movement(u: UOp) -> UOp:
     return u
 
 
-# --8<-- [start:materialize]
 def materialized(graph: UOp) -> list[UOp]:
     """The nodes that get a buffer of their own, in graph order (sources first)."""
     roots = set(graph.src)
@@ -90,9 +111,6 @@ def _shared_reduces(chosen: set[UOp], buffers: set[UOp]) -> set[UOp]:
     return {u for u, n in count.items() if n > 1}
 
 
-# --8<-- [end:materialize]
-
-
 def _region(m: UOp, boundaries: set[UOp]) -> list[UOp]:
     """The nodes computed inside m's kernel: everything below m up to the boundaries (which are loaded)."""
     return toposort(m, lambda u: [] if u is not m and u in boundaries else u.src)
@@ -110,7 +128,6 @@ class _Group:
     elementwise: bool
 
 
-# --8<-- [start:group-outputs]
 def group_outputs(order: list[UOp], boundaries: set[UOp]) -> list[_Group]:
     """Kernels as groups of materialized nodes, in a valid execution order.
 
@@ -147,9 +164,6 @@ def _may_join(i: int, deps: list[UOp], group_of: dict[UOp, int], needs: dict[UOp
     return all(group_of[d] == i or (group_of[d] < i and i not in needs[d]) for d in deps)
 
 
-# --8<-- [end:group-outputs]
-
-
 def _kernel_name(shape: tuple[int, ...], reduces: bool, taken: set[str]) -> str:
     base = ("r_" if reduces else "E_") + "_".join(map(str, shape or (1,)))
     name, n = base, 1
@@ -159,7 +173,6 @@ def _kernel_name(shape: tuple[int, ...], reduces: bool, taken: set[str]) -> str:
     return name
 
 
-# --8<-- [start:make-plan]
 def make_plan(graph: UOp, opt: bool = True) -> Plan:
     """The plan for a normalized graph (see `normalize`): one kernel per group of materialized nodes, each
     with the opts `choose_opts` picks for it (none if `opt` is off)."""
@@ -192,10 +205,6 @@ def make_plan(graph: UOp, opt: bool = True) -> Plan:
     return Plan(tuple(kernels), tuple(steps), tuple(buffers), n_inputs, tuple(outputs))
 
 
-# --8<-- [end:make-plan]
-
-
-# --8<-- [start:lower-group]
 def _lower_group(group: _Group, boundaries: set[UOp], where: dict[UOp, int]) -> tuple[UOp, tuple[int, ...]]:
     """The kernel graph for one group, with its parameters numbered 0.. and the plan buffer of each."""
     members = set(group.members)
@@ -230,10 +239,6 @@ def _lower_group(group: _Group, boundaries: set[UOp], where: dict[UOp, int]) -> 
     return kernel, tuple(by_slot[old] for old in sorted(used))
 
 
-# --8<-- [end:lower-group]
-
-
-# --8<-- [start:plan-cache]
 class PlanCache:
     """Plans by normalized graph (and optimizer setting), the least recently used dropped beyond `size`.
     Counts how many it made, for tests and DEBUG."""
@@ -254,6 +259,3 @@ class PlanCache:
         if len(self.plans) > self.size:
             self.plans.popitem(last=False)
         return plan, True
-
-
-# --8<-- [end:plan-cache]

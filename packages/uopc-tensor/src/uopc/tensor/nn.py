@@ -23,7 +23,6 @@ class CheckpointError(UopcError, ValueError):
     """A state dict that does not fit the model: names the missing, unexpected and misshapen keys."""
 
 
-# --8<-- [start:module]
 class Module:
     """Base class of layers and models: collects parameters and switches training and evaluation modes."""
 
@@ -102,10 +101,6 @@ class Module:
             t.uop = loaded[k].uop
 
 
-# --8<-- [end:module]
-
-
-# --8<-- [start:checkpoints]
 def save(state: Mapping[str, Tensor], path: str | Path) -> None:
     """Write a state dict to a .safetensors file."""
     from safetensors.numpy import save_file
@@ -120,14 +115,10 @@ def load(path: str | Path) -> dict[str, np.ndarray[Any, Any]]:
     return dict(load_file(str(path)))
 
 
-# --8<-- [end:checkpoints]
-
-
 def _uniform(shape: tuple[int, ...], bound: float) -> Tensor:
     return Tensor.uniform(*shape, low=-bound, high=bound, requires_grad=True)
 
 
-# --8<-- [start:layers]
 class Linear(Module):
     """y = x @ weight.T + bias, with weight (out, in) and bias drawn from U(-1/sqrt(in), 1/sqrt(in)), as in PyTorch."""
 
@@ -187,10 +178,6 @@ class Dropout(Module):
         return keep.where(x / (1.0 - self.p), 0.0)
 
 
-# --8<-- [end:layers]
-
-
-# --8<-- [start:containers]
 class ModuleList(Module):
     """A list of modules whose parameters are named by position: "1.bias" inside it, "layers.1.bias" for a
     ModuleList in the attribute `layers`, as in PyTorch. (A plain list attribute works too, and is named the
@@ -235,9 +222,6 @@ class Sequential(ModuleList):
         for m in self._items:
             x = m(x)
         return x
-
-
-# --8<-- [end:containers]
 
 
 class ReLU(Module):
@@ -327,7 +311,6 @@ class Flatten(Module):
         return x.flatten(self.start_dim, self.end_dim)
 
 
-# --8<-- [start:conv-layers]
 class Conv2d(Module):
     """2-D convolution with weight (out, in / groups, kH, kW) and bias drawn from U(-1/sqrt(fan_in),
     1/sqrt(fan_in)), fan_in = in / groups * kH * kW, as PyTorch initializes them."""
@@ -384,10 +367,6 @@ class AvgPool2d(Module):
         return x.avg_pool2d(self.kernel_size, self.stride, self.padding, self.count_include_pad)
 
 
-# --8<-- [end:conv-layers]
-
-
-# --8<-- [start:attention]
 class MultiHeadAttention(Module):
     """Multi-head attention with the parameters of PyTorch's nn.MultiheadAttention, by the same names, so
     its checkpoints load: in_proj_weight (3E, E) holds the query, key and value projections, in_proj_bias
@@ -470,9 +449,6 @@ class CausalSelfAttention(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return self.attn(x, x, x, need_weights=False, is_causal=True)[0]
-
-
-# --8<-- [end:attention]
 
 
 __all__ = [

@@ -35,7 +35,6 @@ def _default_device() -> str:
     return os.environ.get("DEVICE", "C").upper()
 
 
-# --8<-- [start:broadcast-shape]
 def broadcast_shape(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
     """numpy's broadcasting: align shapes on the right; each axis must match or be 1."""
     ndim = max(len(s) for s in shapes)
@@ -47,9 +46,6 @@ def broadcast_shape(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
             raise TensorError(f"{op}: shapes {' and '.join(str(s) for s in shapes)} do not broadcast")
         out.append(big.pop() if big else 1)
     return tuple(out)
-
-
-# --8<-- [end:broadcast-shape]
 
 
 def _axes(axis: AxisArg, shape: tuple[int, ...], op: str) -> tuple[int, ...]:
@@ -77,7 +73,6 @@ def _is_index(v: object) -> TypeGuard[int | np.integer[Any]]:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
-# --8<-- [start:to-dtype]
 def to_dtype(spec: DTypeLike, op: str = "dtype") -> DType:
     """The DType that `spec` names: a DType, one of its names ("float32", "f32", "bfloat16"), or a numpy dtype
     or scalar type (np.float32, np.dtype("int8"); Python's float is float64, as in numpy and PyTorch).
@@ -96,9 +91,6 @@ def to_dtype(spec: DTypeLike, op: str = "dtype") -> DType:
         f"{op}: {spec!r} is not a dtype; give a uopc dtype (dtypes.float32), a numpy dtype or scalar type "
         f"(np.float32), or a name: {names}"
     )
-
-
-# --8<-- [end:to-dtype]
 
 
 def _is_operand(v: object) -> TypeGuard[Operand]:
@@ -149,7 +141,6 @@ class _CastMethods:
         return self.cast(dtypes.bool)
 
 
-# --8<-- [start:tensor-init]
 class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
     """A lazy n-dimensional array. Build one from a numpy array, a nested list or a Python scalar."""
 
@@ -175,8 +166,6 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         if requires_grad:
             self.requires_grad_()
 
-    # --8<-- [end:tensor-init]
-
     # ---- basics ----
     @property
     def shape(self) -> tuple[int, ...]:
@@ -200,7 +189,6 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
     __hash__ = object.__hash__  # by identity: == compares elements, so equal tensors need not hash alike
 
     # ---- Python protocols ----
-    # --8<-- [start:protocols]
     def __bool__(self) -> bool:
         """The truth of a one-element tensor, computed; for more elements it is ambiguous, as in numpy."""
         if self.numel() != 1:
@@ -258,9 +246,6 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         the original, and a pickled graph has no data once read in another process."""
         return (Tensor, (self.numpy(), self.dtype.name, self.device, self.requires_grad))
 
-    # --8<-- [end:protocols]
-
-    # --8<-- [start:derive]
     def requires_grad_(self, value: bool = True) -> Tensor:
         """Mark this tensor as a leaf whose gradient `backward()` computes (it is realized first)."""
         if value and not self.dtype.is_float:
@@ -281,16 +266,16 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         out.requires_grad = tracked and Tensor._grad_enabled
         return out
 
-    # --8<-- [end:derive]
-
-    # --8<-- [start:tensor-realize]
     # ---- realizing ----
     def realize(self, *others: Tensor) -> Tensor:
         """Compute this tensor (and `others`, in the same plan) now; returns self."""
         todo = [t for t in (self, *others) if not is_realized(t.uop) and t.uop not in realizer.computed]
         for device in {t.device for t in todo}:
             group = [t for t in todo if t.device == device]
-            for t, buf in zip(group, realize([t.uop for t in group], device), strict=True):
+            full = [t for t in group if t.numel()]
+            bufs = dict(zip(map(id, full), realize([t.uop for t in full], device), strict=True)) if full else {}
+            for t in group:
+                buf = bufs[id(t)] if t.numel() else _empty_buffer(t.dtype, device)  # empty: nothing to compute
                 value = buf if t.shape == buf.shape else buf.reshape(t.shape)
                 if t.requires_grad:  # keep the graph, so that backward() still reaches the leaves through it
                     realizer.computed[t.uop] = value
@@ -307,8 +292,6 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         value = realizer.computed.get(self.uop, self.uop)
         base = value if value.op is Ops.BUFFER else value.src[0]
         return np.array(runtime.to_numpy(realizer.buffers[base]), copy=True).reshape(self.shape)
-
-    # --8<-- [end:tensor-realize]
 
     def item(self) -> Scalar:
         return self._only_value("item()")
@@ -328,12 +311,9 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         The kernel that computes them may also compute other outputs of the same shape."""
         return self._derive(UOp(Ops.CONTIGUOUS, self.uop.dtype, (self.uop,)), self)
 
-    # --8<-- [start:detach]
     def detach(self) -> Tensor:
         """The same values, with no gradient flowing back through them."""
         return Tensor(UOp(Ops.DETACH, self.uop.dtype, (self.uop,)), device=self.device)
-
-    # --8<-- [end:detach]
 
     def cast(self, dtype: DTypeLike) -> Tensor:
         """The values converted to `dtype`. They are not computed yet, so not checked: a narrower integer type
@@ -345,7 +325,6 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         return self.cast(dtypes.float32)
 
     # ---- gradients ----
-    # --8<-- [start:no-grad]
     @staticmethod
     @contextlib.contextmanager
     def no_grad() -> Iterator[None]:
@@ -356,9 +335,6 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         finally:
             Tensor._grad_enabled = before
 
-    # --8<-- [end:no-grad]
-
-    # --8<-- [start:backward]
     def backward(self) -> None:
         """Add d self / d leaf to `.grad` of every leaf with requires_grad that self depends on."""
         if self.numel() != 1:
@@ -375,10 +351,7 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
                 g = Tensor(grads[t.uop], device=t.device)
                 t.grad = g if t.grad is None else t.grad + g
 
-    # --8<-- [end:backward]
-
     # ---- creation ----
-    # --8<-- [start:creation]
     @staticmethod
     def manual_seed(seed: int) -> None:
         """Make rand, randn and uniform (and layers initialized with them) repeat from run to run."""
@@ -449,10 +422,7 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         data = Tensor._rng.uniform(low, high, _sizes("uniform", shape))
         return Tensor(data, dtype=_float_dtype(dtype, "uniform"), **kw)
 
-    # --8<-- [end:creation]
-
     # ---- elementwise ----
-    # --8<-- [start:operands]
     def _operands(self, other: Operand, op: str, reverse: bool = False) -> tuple[UOp, UOp, list[Tensor]]:
         """Both operands as UOps of one dtype and shape: promoted, and broadcast as numpy does."""
         if isinstance(other, Tensor):
@@ -487,9 +457,6 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
             raise TensorError(f"{name}: {op.name} is not defined for {dt.name}; it takes {' or '.join(kinds)} operands")
         return self._derive(a.alu(op, b), *sources)
 
-    # --8<-- [end:operands]
-
-    # --8<-- [start:tensor-alu]
     def _alu(self, op: Ops, *operands: Operand, reverse: bool = False) -> Tensor:
         """The one hook of the operator layer (uopc.ir's OpMixin gives +, -, <, maximum, exp, ... through it).
 
@@ -508,8 +475,6 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
 
     def _is_operand(self, x: object) -> bool:
         return _is_operand(x)
-
-    # --8<-- [end:tensor-alu]
 
     def _unary(self, op: Ops) -> Tensor:
         """-x keeps the dtype (of a bool it is logical not, as in PyTorch); the math functions compute in float."""
@@ -582,7 +547,6 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
     def __abs__(self) -> Tensor:
         return self.abs()
 
-    # --8<-- [start:in-place]
     def _assign(self, new: Tensor, op: str) -> Tensor:
         """`t op= x` changes t itself, as in numpy and PyTorch, so every name for t sees the new value: `p -= lr * g`
         on a model's parameter updates the model. (Python would otherwise rebind the name `p` alone, and the model
@@ -641,8 +605,6 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
 
     def __imatmul__(self, w: object) -> Tensor:
         return self._assign(self.matmul(w), "@=") if isinstance(w, Tensor) else cast(Tensor, NotImplemented)
-
-    # --8<-- [end:in-place]
 
     def isnan(self) -> Tensor:
         """True where the value is NaN, the one value not equal to itself."""
@@ -708,7 +670,6 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         sigmoid a gradient of 0 there)."""
         return (self < 0).where(self, -self)
 
-    # --8<-- [start:activations]
     def sigmoid(self) -> Tensor:
         """1 / (1 + e^-x), built from e = e^-|x| <= 1: no step overflows, so no 0 * inf spoils the gradient."""
         x, out = self._float_math()
@@ -753,15 +714,14 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         x, out = self._float_math()
         return (x * x.sigmoid()).cast(out)
 
-    # --8<-- [end:activations]
-
     # ---- reductions ----
-    # --8<-- [start:reductions]
     def _reduce(self, op: Ops, axis: AxisArg, keepdim: bool, name: str) -> Tensor:
         axes = _axes(axis, self.shape, name)
         x = self.cast(_sum_dtype(self.dtype)) if op in (Ops.ADD, Ops.MUL) else self
         if not axes:
             return x
+        if name in ("max", "min", "argmax", "argmin") and any(self.shape[a] == 0 for a in axes):
+            raise TensorError(f"{name}: an axis of size 0 in {self.shape} has no {name}, as in numpy and PyTorch")
         out = x._derive(x.uop.reduce(op, axes), x)
         return out if keepdim else out.reshape(self._reduced_shape(axes))
 
@@ -796,8 +756,6 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         centered = x - x.mean(axis, keepdim=True)
         return (centered.square().sum(axis, keepdim) / float(max(n - correction, 0))).cast(out)
 
-    # --8<-- [end:reductions]
-
     def std(self, axis: AxisArg = None, keepdim: bool = False, correction: int = 1) -> Tensor:
         """sqrt(var), with gradient 0 where the values are all equal, as in PyTorch: there d sqrt(v)/dv is
         infinite and the centered values are 0, so the plain chain rule would give 0 * inf = NaN."""
@@ -831,23 +789,29 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         first = hit.where(countdown, 0).max(a, keepdim=keepdim)
         return (n - first).detach()
 
-    # --8<-- [start:stable]
     def logsumexp(self, axis: AxisArg = -1, keepdim: bool = False) -> Tensor:
-        m = self.max(axis, keepdim=True).detach()
-        if self.dtype.is_float:  # an infinite max would give inf - inf = NaN: shift by 0 instead, as PyTorch
-            m = (m.abs() == math.inf).where(0.0, m)  # does; the sum is then 0 or inf, its log -inf or inf
+        m = self._shift(axis)
+        if self.dtype.is_float:  # an infinite max would give inf - inf = NaN: shift by the largest finite value
+            # instead (0 if none), so that exp overflows for no finite element; the sum is then 0 or inf, its
+            # log -inf or inf, and a finite element's gradient exp(x - shift) / inf is 0, as PyTorch's
+            finite = self.isinf().where(-math.inf, self)._shift(axis)
+            m = (m.abs() == math.inf).where((finite.abs() == math.inf).where(0.0, finite), m)
         out = (self - m).exp().sum(axis, keepdim=True).log() + m
         return out if keepdim else out.reshape(self._reduced_shape(_axes(axis, self.shape, "logsumexp")))
 
+    def _shift(self, axis: AxisArg) -> Tensor:
+        """The maximum that keeps exp from overflowing; over an axis of size 0, -inf (no element to shift)."""
+        return self._reduce(Ops.MAX, axis, True, "shift").detach()
+
     def softmax(self, axis: int = -1) -> Tensor:
-        e = (self - self.max(axis, keepdim=True).detach()).exp()
+        e = (self - self._shift(axis)).exp()
         return e / e.sum(axis, keepdim=True)
 
     def log_softmax(self, axis: int = -1) -> Tensor:
         """(x - max) - log(sum(exp(x - max))), shifted by the maximum as softmax is (not by logsumexp's, which is 0
         for an infinite maximum), so it is NaN exactly where softmax is, as in PyTorch; x - logsumexp(x) would
         cancel at large |x|, losing the log."""
-        shifted = self - self.max(axis, keepdim=True).detach()
+        shifted = self - self._shift(axis)
         return shifted - shifted.exp().sum(axis, keepdim=True).log()
 
     def one_hot(self, num_classes: int) -> Tensor:
@@ -857,15 +821,13 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         if not _is_index(num_classes) or num_classes < 1:
             raise TensorError(f"one_hot: num_classes must be a positive integer, got {num_classes!r}")
         labels = self.realize().numpy()  # labels are data: a bad one would silently be an all-zero row
-        if labels.min() < 0 or labels.max() >= num_classes:
+        if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
             raise TensorError(
                 f"one_hot({num_classes}): indices must lie in [0, {num_classes}), "
                 f"got values from {labels.min()} to {labels.max()}"
             )
         classes = Tensor.arange(num_classes, device=self.device)
         return (self.unsqueeze(-1) == classes).cast(dtypes.int32)
-
-    # --8<-- [end:stable]
 
     # ---- movement ----
     def _broadcast_to(self, shape: tuple[int, ...]) -> Tensor:
@@ -883,7 +845,7 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
             if known == 0 or self.numel() % known:
                 raise TensorError(f"reshape: cannot infer -1 reshaping {self.shape} to {new}")
             new = tuple(self.numel() // known if s == -1 else s for s in new)
-        if prod(new) != self.numel() or any(s < 1 for s in new):
+        if prod(new) != self.numel() or any(s < 0 for s in new):
             raise TensorError(f"reshape: cannot reshape {self.shape} ({self.numel()} elements) to {new}")
         return self if new == self.shape else self._derive(self.uop.reshape(new), self)
 
@@ -908,8 +870,8 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         lead = len(new) - self.ndim
         if lead < 0:
             raise TensorError(f"expand: cannot expand {self.shape} to fewer dimensions {new}")
-        if any(s == -1 for s in new[:lead]) or any(s < 1 and s != -1 for s in new):
-            raise TensorError(f"expand: sizes {new} must be >= 1, or -1 to keep an existing axis of {self.shape}")
+        if any(s == -1 for s in new[:lead]) or any(s < 0 and s != -1 for s in new):
+            raise TensorError(f"expand: sizes {new} must be >= 0, or -1 to keep an existing axis of {self.shape}")
         full = tuple(self.shape[i - lead] if s == -1 else s for i, s in enumerate(new))
         x = self.reshape((1,) * lead + self.shape) if lead else self
         if any(s not in (n, 1) for s, n in zip(x.shape, full, strict=True)):
@@ -921,19 +883,18 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         if len(bounds) != self.ndim:
             raise TensorError(f"shrink: {len(bounds)} bounds for a tensor with {self.ndim} dimensions")
         arg = _int_pairs("shrink", [(0, s) if b is None else b for b, s in zip(bounds, self.shape, strict=True)])
-        if any(not 0 <= b < e <= s for (b, e), s in zip(arg, self.shape, strict=True)):
+        if any(not 0 <= b <= e <= s for (b, e), s in zip(arg, self.shape, strict=True)):
             raise TensorError(f"shrink: bounds {arg} do not fit {self.shape}")
         return self._derive(self.uop.shrink(arg), self)
 
-    # --8<-- [start:pad]
     def pad(self, padding: Sequence[tuple[int, int]], value: Scalar = 0.0) -> Tensor:
         """Pad each axis by (before, after) elements of `value`; negative widths cut elements off instead."""
         if len(padding) != self.ndim:
             raise TensorError(f"pad: {len(padding)} (before, after) pairs for a tensor with {self.ndim} dimensions")
         padding = _int_pairs("pad", padding)
         cut = [(max(0, -b), s - max(0, -a)) for (b, a), s in zip(padding, self.shape, strict=True)]
-        if any(b >= e for b, e in cut):
-            raise TensorError(f"pad: widths {list(padding)} remove every element of {self.shape}")
+        if any(b > e for b, e in cut):
+            raise TensorError(f"pad: widths {list(padding)} remove more than every element of {self.shape}")
         x = self.shrink(cut) if any(b or e != s for (b, e), s in zip(cut, self.shape, strict=True)) else self
         grow = [(max(0, b), max(0, a)) for b, a in padding]
         if all(b == a == 0 for b, a in grow):
@@ -944,8 +905,6 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         inside = Tensor.ones(*x.shape, dtype=dtypes.bool, device=self.device)
         mask = Tensor(inside.uop.pad(grow), device=self.device)
         return mask.where(padded, value)
-
-    # --8<-- [end:pad]
 
     def flip(self, axis: AxisArg = None) -> Tensor:
         return self._derive(self.uop.flip(_axes(axis, self.shape, "flip")), self)
@@ -1014,7 +973,6 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         return Tensor.cat(*(t.unsqueeze(d) for t in tensors), dim=d)
 
     # ---- matrix products ----
-    # --8<-- [start:matmul]
     def matmul(self, w: Tensor) -> Tensor:
         """Matrix product with numpy's rules: 1-D operands get an axis, leading axes broadcast."""
         if not isinstance(w, Tensor):
@@ -1033,15 +991,13 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
             out = out.squeeze(-2)
         return out.squeeze(-1) if w.ndim == 1 else out
 
-    # --8<-- [end:matmul]
-
     def __matmul__(self, w: object) -> Tensor:
         return self.matmul(w) if isinstance(w, Tensor) else cast(Tensor, NotImplemented)
 
     def dot(self, w: Tensor) -> Tensor:
         return self.matmul(w)
 
-    # ---- the method names PyTorch users type for the operators ----
+    # ---- torch.add and torch.sub scale x by alpha (the other method names come with the operators) ----
     def add(self, x: Operand, alpha: Scalar = 1) -> Tensor:
         """self + alpha * x, as torch.add."""
         return self + (x if alpha == 1 else _scaled(x, alpha, "add"))
@@ -1050,21 +1006,7 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         """self - alpha * x, as torch.sub."""
         return self - (x if alpha == 1 else _scaled(x, alpha, "sub"))
 
-    def mul(self, x: Operand) -> Tensor:
-        return self * x
-
-    def div(self, x: Operand) -> Tensor:
-        """True division, self / x."""
-        return self / x
-
-    def neg(self) -> Tensor:
-        return -self
-
-    def pow(self, x: Operand) -> Tensor:
-        return self**x
-
     # ---- more elementwise functions ----
-    # --8<-- [start:clip]
     def clip(self, min: Operand | None = None, max: Operand | None = None) -> Tensor:
         """Values below `min` become `min` and values above `max` become `max`, as torch.clamp: NaN stays NaN,
         a NaN bound makes NaN, and where min > max everything is max. The gradient is PyTorch's too: 1 inside
@@ -1078,8 +1020,6 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
             out, inside = _bounded(out, max, out > max), self <= max if inside is None else inside & (self <= max)
         assert inside is not None
         return inside.where(self, out)
-
-    # --8<-- [end:clip]
 
     clamp = clip
 
@@ -1097,7 +1037,6 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
             fill = Tensor.full((), value, self.dtype, device=self.device)
         return mask.where(fill, self)
 
-    # --8<-- [start:rounding]
     def trunc(self) -> Tensor:
         """The whole number toward zero."""
         return self._to_whole(lambda t, x: t)
@@ -1135,8 +1074,6 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         signed = (chosen == 0).where(x * 0.0, chosen)  # x is finite here
         return small.where(signed, x).cast(out).detach()
 
-    # --8<-- [end:rounding]
-
     def log2(self) -> Tensor:
         x, out = self._float_math()
         return (x.log() * (1.0 / math.log(2.0))).cast(out)
@@ -1163,7 +1100,6 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         small, series, erfc = _erf_parts(x)
         return small.where(series, (x < 0).where(erfc - 1.0, 1.0 - erfc)).cast(out)
 
-    # --8<-- [start:more-activations]
     def leaky_relu(self, negative_slope: builtins.float = 0.01) -> Tensor:
         """x above 0, negative_slope * x below (and at 0, where the gradient is negative_slope, as in PyTorch)."""
         x, out = self._float_math()
@@ -1194,8 +1130,6 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         xc = x.clip(-3.0, 3.0)  # the middle piece sees no infinity, whose gradient there would be 0 * inf
         return (x < -3.0).where(x * 0.0, (x <= 3.0).where(xc * (xc + 3.0) / 6.0, x)).cast(out)
 
-    # --8<-- [end:more-activations]
-
     # ---- more reductions ----
     def prod(self, axis: AxisArg = None, keepdim: bool = False) -> Tensor:
         """The product; integers multiply in int64 (uint64 if unsigned), as sums do. The gradient is PyTorch's
@@ -1210,7 +1144,6 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         """Whether every element is nonzero (NaN is nonzero), as bool."""
         return (self != 0)._reduce(Ops.MIN, axis, keepdim, "all")
 
-    # --8<-- [start:cumsum]
     def cumsum(self, axis: int = 0) -> Tensor:
         """Running sums along `axis`: element i is the sum of elements 0..i, each a masked sum of the whole
         axis (n^2 additions for an axis of n, all in one kernel). Integers sum in int64, as numpy's do."""
@@ -1224,12 +1157,9 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         out = lower.where(x.unsqueeze(-2), 0).sum(-1)
         return out.transpose(a, -1)
 
-    # --8<-- [end:cumsum]
-
     # ---- selecting by index ----
-    # --8<-- [start:gather]
     def gather(self, dim: int, index: Tensor) -> Tensor:
-        """out[i][j] = self[index[i][j]][j] for dim 0, self[i][index[i][j]] for dim 1, and so on, as
+        """`out[i][j] = self[index[i][j]][j]` for dim 0, `self[i][index[i][j]]` for dim 1, and so on, as
         torch.gather. `index` has as many axes as this tensor and is no longer on any but `dim`.
 
         There is no gather op: each output element compares its index with 0 .. n-1 (a one-hot row) and sums
@@ -1247,16 +1177,14 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         hit = index.unsqueeze(-1) == Tensor.arange(n, dtype=index.dtype, device=self.device)  # no cast to make
         return _pick(rows, hit)
 
-    # --8<-- [end:gather]
-
     def scatter(self, dim: int, index: Tensor, src: Tensor | Scalar) -> Tensor:
-        """A copy of this tensor with self[index[i][j]][j] = src[i][j] for dim 0 (and so on), as
+        """A copy of this tensor with `self[index[i][j]][j] = src[i][j]` for dim 0 (and so on), as
         torch.scatter; `src` may be a number. Two writes to one place would make the result depend on their
         order, so they are refused: add them up with scatter_add instead."""
         return self._scatter(dim, index, src, "scatter")
 
     def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
-        """A copy of this tensor with src[i][j] added to self[index[i][j]][j] for dim 0 (and so on), every
+        """A copy of this tensor with `src[i][j]` added to `self[index[i][j]][j]` for dim 0 (and so on), every
         write counted, as torch.scatter_add."""
         return self._scatter(dim, index, src, "scatter_add")
 
@@ -1306,7 +1234,6 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         keep = col <= last if op == "tril" else col >= last
         return keep.where(self, Tensor.full((), 0, self.dtype, device=self.device))
 
-    # --8<-- [start:sort]
     def sort(self, dim: int = -1, descending: bool = False) -> tuple[Tensor, Tensor]:
         """(values, indices) along `dim`, in order, as torch.sort(stable=True): equal values keep their
         order, and NaN counts as larger than every number. Indices are int32.
@@ -1326,8 +1253,6 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         values = _pick(x.unsqueeze(-2), hit)
         indices = _pick(order.expand(n, n), hit)._broadcast_to(values.shape)
         return values.transpose(d, -1), indices.transpose(d, -1)
-
-    # --8<-- [end:sort]
 
     def topk(self, k: int, dim: int = -1, largest: bool = True) -> tuple[Tensor, Tensor]:
         """The k largest (or smallest) elements along `dim` and their indices, largest first (smallest
@@ -1447,15 +1372,15 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
                 f"{op}: input {self.shape} (classes on the last axis) needs targets of shape {self.shape[:-1]}, "
                 f"got {target.shape}"
             )
+        values = target.numpy()  # targets are data, checked now: from numpy they are a buffer, read with no kernel
+        _check_index_values(op, values[values != ignore_index], self.shape[-1], negative=False)
         kept = target != ignore_index
         labels = kept.where(target, 0)
-        _check_indices(op, labels, self.shape[-1], negative=False)
         hit = labels.unsqueeze(-1) == Tensor.arange(self.shape[-1], dtype=labels.dtype, device=self.device)
         # a select, not a product with the one-hot: a class masked out by a -inf logit has log-probability
         # -inf, and -inf * 0 is NaN
         return kept.where(_pick(self, hit), 0.0), kept
 
-    # --8<-- [start:cross-entropy]
     def cross_entropy(
         self,
         target: Tensor,
@@ -1482,8 +1407,6 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
             loss = loss * (1.0 - label_smoothing) + uniform * label_smoothing
         return _reduced(loss, reduction, kept, "cross_entropy")
 
-    # --8<-- [end:cross-entropy]
-
     def binary_cross_entropy(self, target: Tensor, reduction: str = "mean") -> Tensor:
         """-(y log p + (1 - y) log(1 - p)) for probabilities p (this tensor) and targets y in [0, 1], each log
         clamped at -100 as PyTorch does, so that p = 0 or 1 gives a finite loss."""
@@ -1503,7 +1426,6 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         return target
 
     # ---- convolution, pooling, attention ----
-    # --8<-- [start:conv2d]
     def conv2d(
         self,
         weight: Tensor,
@@ -1543,15 +1465,12 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
             out = out + bias.reshape(1, c_out, 1, 1)
         return out if self.ndim == 4 else out.reshape(c_out, oh, ow)
 
-    # --8<-- [end:conv2d]
-
     def _images(self, op: str) -> Tensor:
         """This tensor as a batch of images (N, C, H, W); a single image (C, H, W) gets a batch of 1."""
         if self.ndim not in (3, 4):
             raise TensorError(f"{op}: needs images (N, C, H, W) or (C, H, W), got shape {self.shape}")
         return self if self.ndim == 4 else self.unsqueeze(0)
 
-    # --8<-- [start:pooling]
     def max_pool2d(
         self,
         kernel_size: int | tuple[int, int],
@@ -1592,9 +1511,6 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
             out = sums / _windows(ones, k, s, (1, 1), "avg_pool2d").sum((-2, -1))
         return out if self.ndim == 4 else out.squeeze(0)
 
-    # --8<-- [end:pooling]
-
-    # --8<-- [start:attention]
     def scaled_dot_product_attention(
         self,
         key: Tensor,
@@ -1625,8 +1541,6 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         scores = attn_mask.where(scores, -math.inf) if attn_mask.dtype.is_bool else scores + attn_mask
         shut = (scores == -math.inf).all(-1, keepdim=True)  # a query that may see no key gets 0, as in PyTorch
         return shut.where(0.0, shut.where(0.0, scores).softmax(-1)) @ value
-
-    # --8<-- [end:attention]
 
 
 def _sum_dtype(dt: DType) -> DType:
@@ -1744,10 +1658,10 @@ def _int_pairs(op: str, pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int
 
 
 def _sizes(op: str, shape: Sequence[int | Sequence[int]]) -> tuple[int, ...]:
-    """The shape of a new tensor, from f(2, 3) or f((2, 3)); every size at least 1."""
+    """The shape of a new tensor, from f(2, 3) or f((2, 3)); a size may be 0, as in numpy and PyTorch."""
     out = _shape_args(shape)
-    if any(s < 1 for s in out):
-        raise TensorError(f"{op}: sizes {out} must be >= 1 (zero-size tensors are not supported)")
+    if any(s < 0 for s in out):
+        raise TensorError(f"{op}: sizes {out} must be >= 0")
     return out
 
 
@@ -1779,8 +1693,6 @@ def _numpy_dtype(data: Any, dtype: DType | None) -> tuple[np.ndarray[Any, Any], 
         arr = np.asarray(data)
     except ValueError as e:  # ragged nested lists
         raise TensorError(f"Tensor: cannot make a tensor from this {type(data).__name__}: {e}") from None
-    if arr.size == 0:
-        raise TensorError(f"Tensor: zero-size tensors (shape {arr.shape}) are not supported")
     if arr.dtype.kind not in "biuf":
         raise TensorError(
             f"Tensor: cannot make a tensor from {type(data).__name__} with numpy dtype {arr.dtype} "
@@ -1802,14 +1714,14 @@ def _natural_dtype(arr: np.ndarray[Any, Any], typed: bool) -> DType:
 
 
 def _int_dtype(arr: np.ndarray[Any, Any]) -> DType:
-    fits = dtypes.int32.min <= arr.min() and arr.max() <= dtypes.int32.max
+    fits = arr.size == 0 or (dtypes.int32.min <= arr.min() and arr.max() <= dtypes.int32.max)
     return dtypes.int32 if fits else dtypes.int64
 
 
 def _fitted(arr: np.ndarray[Any, Any], dt: DType) -> np.ndarray[Any, Any]:
     """`arr` in `dt`, refusing values `dt` cannot hold, which numpy's astype would wrap, make inf or make
     garbage: integers out of range, NaN and inf for an integer type, finite floats beyond a float type."""
-    if dt.is_int:
+    if dt.is_int and arr.size:
         if arr.dtype.kind == "f" and not np.isfinite(arr).all():
             raise TensorError(f"Tensor: NaN and inf have no {dt.name} value")
         low, high = math.trunc(arr.min().item()), math.trunc(arr.max().item())  # floats truncate, as in numpy
@@ -1824,6 +1736,10 @@ def _fitted(arr: np.ndarray[Any, Any], dt: DType) -> np.ndarray[Any, Any]:
     if overflow is not None and overflow.any():
         raise TensorError(f"Tensor: values such as {arr[overflow].flat[0]} are beyond the range of {dt.name}")
     return out
+
+
+def _empty_buffer(dtype: DType, device: str) -> UOp:
+    return realizer.new_buffer(get_backend(device).runtime.allocate(dtype, 0), dtype)
 
 
 def _buffer_from(data: Any, dtype: DType | None, device: str) -> UOp:
@@ -1892,8 +1808,6 @@ def _index_items(t: Tensor, item: Any) -> list[Any]:
     if item.dtype.is_int:
         return [item]
     positions = np.nonzero(item.numpy())
-    if not positions[0].size:
-        raise TensorError("index: the mask selects no elements (zero-size tensors are not supported)")
     return [Tensor(p.astype(np.int64), device=t.device) for p in positions]
 
 
@@ -1903,7 +1817,6 @@ def _wrapped(index: Tensor, size: int) -> np.ndarray[Any, Any]:
     return np.where(values < 0, values + size, values)
 
 
-# --8<-- [start:take]
 def _take(x: Tensor, picks: list[tuple[int, np.ndarray[Any, Any]]]) -> Tensor:
     """Index arrays applied to the axes of x they are paired with: one gather by the flat position on those
     axes (the arrays broadcast together, and are data already, so the flat positions are computed in numpy).
@@ -1925,15 +1838,11 @@ def _take(x: Tensor, picks: list[tuple[int, np.ndarray[Any, Any]]]) -> Tensor:
     return out.permute(*range(at), *range(len(rest), out.ndim), *range(at, len(rest)))
 
 
-# --8<-- [end:take]
-
-
-# --8<-- [start:take-range]
 def _take_range(t: Tensor, axis: int, start: int, stop: int, step: int) -> Tensor:
     """Elements start, start+step, ... (before stop) of one axis, for any nonzero step."""
     idx = range(start, stop, step)
     if len(idx) == 0:
-        raise TensorError(f"index: the slice selects no elements of axis {axis} (zero-size tensors are not supported)")
+        return t.shrink([(0, 0) if i == axis else None for i in range(t.ndim)])
     lo, hi = min(idx[0], idx[-1]), max(idx[0], idx[-1]) + 1
     bounds: list[tuple[int, int] | None] = [None] * t.ndim
     bounds[axis] = (lo, hi)
@@ -1949,9 +1858,6 @@ def _take_range(t: Tensor, axis: int, start: int, stop: int, step: int) -> Tenso
     keep: list[tuple[int, int] | None] = [None] * grouped.ndim
     keep[axis + 1] = (0, 1)
     return grouped.shrink(keep).reshape((*out.shape[:axis], n, *out.shape[axis + 1 :]))
-
-
-# --8<-- [end:take-range]
 
 
 def _describe(v: object) -> str:
@@ -1990,12 +1896,16 @@ def _check_indices(op: str, index: Tensor, n: int, negative: bool) -> np.ndarray
     """The values of an index tensor (computed now, if lazy), each checked to be in [0, n), or in [-n, n)
     where negative indices count from the end."""
     values = index.numpy()
+    _check_index_values(op, values, n, negative)
+    return values
+
+
+def _check_index_values(op: str, values: np.ndarray[Any, Any], n: int, negative: bool) -> None:
     low = -n if negative else 0
-    if values.min() < low or values.max() >= n:
+    if values.size and (values.min() < low or values.max() >= n):
         raise TensorIndexError(
             f"{op}: indices must lie in [{low}, {n}), got values from {values.min()} to {values.max()}"
         )
-    return values
 
 
 def _comes_before(a: Tensor, b: Tensor, descending: bool) -> Tensor:
@@ -2020,7 +1930,6 @@ def _reduced(losses: Tensor, reduction: str, kept: Tensor | None, op: str) -> Te
     raise TensorError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
-# --8<-- [start:erf-parts]
 _ERF_SPLIT = 2.0
 _ERF_SERIES = [(-1) ** k / (math.factorial(k) * (2 * k + 1)) for k in range(30)]
 """The Taylor coefficients of erf(x) / (2/sqrt(pi) x) in x^2; 30 terms reach 1e-16 below |x| = 2."""
@@ -2050,9 +1959,6 @@ def _erfc(x: Tensor) -> Tensor:
     """1 - erf(x), without the cancellation of computing it so for large x."""
     small, erf, erfc = _erf_parts(x)
     return small.where(1.0 - erf, (x < 0).where(2.0 - erfc, erfc))
-
-
-# --8<-- [end:erf-parts]
 
 
 def _softplus(z: Tensor) -> Tensor:
@@ -2108,7 +2014,6 @@ def _pool_padding(op: str, padding: int | tuple[int, int], kernel: tuple[int, in
     return [(0, 0), (0, 0), (ph, ph), (pw, pw)]
 
 
-# --8<-- [start:windows]
 def _windows(x: Tensor, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...], op: str) -> Tensor:
     """Every window of the last len(kernel) axes of x, as a view of shape (..., out_1, out_2, k_1, k_2):
     element [..., i, j, a, b] is x[..., i * s_1 + a * d_1, j * s_2 + b * d_2]. Movement ops only: no data
@@ -2138,6 +2043,3 @@ def _windows_of_last_axis(x: Tensor, k: int, s: int, d: int) -> Tensor:
     x = x.shrink([None] * len(lead) + [(0, k * (i + d))]).reshape(*lead, k, i + d)
     x = x.pad([*keep, (0, 0), (0, out * s - (i + d))]).reshape(*lead, k, out, s)
     return x.shrink([None] * (len(lead) + 2) + [(0, 1)]).reshape(*lead, k, out).transpose(-1, -2)
-
-
-# --8<-- [end:windows]
