@@ -43,7 +43,6 @@ class Config:
     layers: int
 
 
-# --8<-- [start:model]
 class Block(Module):
     """x + attention(norm(x)), then x + mlp(norm(x)): each sublayer adds to a residual stream."""
 
@@ -77,9 +76,6 @@ class GPT(Module):
         return self.lm_head(self.ln_f(x))
 
 
-# --8<-- [end:model]
-
-
 def parameter_count(model: Module) -> int:
     return sum(math.prod(p.shape) for p in model.parameters())
 
@@ -106,7 +102,6 @@ class Vocabulary:
         return "".join(self.chars[int(t)] for t in tokens)
 
 
-# --8<-- [start:checkpoint]
 def save_checkpoint(model: GPT, vocabulary: Vocabulary, path: Path) -> None:
     """The weights as safetensors, with the model's shape and its characters in the file's metadata, so a
     checkpoint is all that sample_gpt.py needs."""
@@ -130,10 +125,6 @@ def load_checkpoint(path: Path) -> tuple[GPT, Vocabulary]:
     return model, Vocabulary(json.loads(meta["vocabulary"]))
 
 
-# --8<-- [end:checkpoint]
-
-
-# --8<-- [start:sample]
 def next_char_distribution(logits: Tensor, temperature: float, top_k: int | None) -> Tensor:
     """Probabilities of the next character from one position's logits (vocab,): divided by the temperature
     (below 1 sharper, above 1 flatter), and all but the top_k most likely set to 0."""
@@ -164,6 +155,3 @@ def generate(
             token = int(probs.multinomial(1).item())
             context = [*context, token][-size:]
             yield token
-
-
-# --8<-- [end:sample]

@@ -46,12 +46,10 @@ MEASURES: list[str | Path] = [  # the code a run's numbers depend on
 ]
 KARPATHY_CHARACTERS = 1_115_394
 
-# --8<-- [start:presets]
 PRESETS: dict[str, dict[str, Any]] = {
     "small": {"layers": 2, "heads": 4, "dim": 64, "block_size": 64, "batch_size": 32, "steps": 800, "lr": 1e-2},
     "large": {"layers": 4, "heads": 4, "dim": 128, "block_size": 128, "batch_size": 32, "steps": 3000, "lr": 3e-3},
 }
-# --8<-- [end:presets]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -85,7 +83,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-# --8<-- [start:source]
 def text_source(text: str) -> str:
     """Which text this is, for the output: Karpathy's file, or the offline fallback (and how to get the file)."""
     if len(text) == KARPATHY_CHARACTERS:
@@ -97,10 +94,6 @@ def text_source(text: str) -> str:
     )
 
 
-# --8<-- [end:source]
-
-
-# --8<-- [start:batches]
 def batch(data: Tokens, block_size: int, size: int, rng: np.random.Generator) -> tuple[Tokens, Tokens]:
     """`size` random windows of the text and, for each position, the character that follows it."""
     starts = rng.integers(0, len(data) - block_size, size)
@@ -122,9 +115,6 @@ def estimate_loss(model: GPT, data: Tokens, args: argparse.Namespace, seed: int)
     return float(np.mean(losses))
 
 
-# --8<-- [end:batches]
-
-
 def learning_rate(peak: float, step: int, total: int) -> float:
     """A linear warm-up over the first 5% of the steps, then half a cosine down to a tenth of the peak."""
     warmup = max(1, total // 20)
@@ -134,16 +124,12 @@ def learning_rate(peak: float, step: int, total: int) -> float:
     return peak * (0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * progress)))
 
 
-# --8<-- [start:step]
 def train_step(model: GPT, opt: AdamW, x: Tokens, y: Tokens) -> float:
     loss = model(Tensor(x)).cross_entropy(Tensor(y))
     opt.zero_grad()
     loss.backward()
     opt.step(loss)  # the loss is computed in the same plan as the update
     return float(loss.item())
-
-
-# --8<-- [end:step]
 
 
 @dataclass
