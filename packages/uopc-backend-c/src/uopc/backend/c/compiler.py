@@ -104,6 +104,20 @@ def native_target(cc: str, flags: str) -> str:
     )
 
 
+@functools.cache
+def native_exclusions(cc: str, flags: str) -> list[str]:
+    """Instruction sets -march=native turns on that uopc turns off again. gcc 12 with AVX512-FP16 emits masked
+    `vmovsh` stores that binutils 2.40 refuses ("unsupported masking for `vmovsh'"): a float16 select such as
+    `c ? x : 0` did not build. uopc computes float16 in float (C promotes _Float16 without AVX512-FP16, and
+    rounds each result back once), so nothing is lost."""
+    if "-march=native" not in flags:
+        return []
+    cmd = [*setting_words("CC", cc), "-march=native", "-Q", "--help=target"]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    enabled = {words[0] for words in map(str.split, done.stdout.splitlines()) if words[1:2] == ["[enabled]"]}
+    return ["-mno-avx512fp16"] if "-mavx512fp16" in enabled else []
+
+
 def cache_key(source: str, cc: str, flags: str) -> str:
     text = "\0".join([source, compiler_identity(cc), flags, native_target(cc, flags)])
     return hashlib.sha256(text.encode()).hexdigest()
@@ -192,7 +206,7 @@ def build_binary(source: str) -> Binary:
     folder, tmp = _build_folder(key)
     with tmp:
         Path(tmp.name, "kernel.c").write_text(source)
-        cmd = [*setting_words("CC", cc), *setting_words("CFLAGS", flags)]
+        cmd = [*setting_words("CC", cc), *setting_words("CFLAGS", flags), *native_exclusions(cc, flags)]
         cmd += ["-shared", "-fPIC", "-o", "kernel.so", "kernel.c", "-lm"]
         done = subprocess.run(cmd, cwd=tmp.name, capture_output=True, text=True, check=False)
         if done.returncode != 0:
