@@ -253,7 +253,12 @@ def _emit(items: dict[Block, set[UOp]], after: dict[UOp, set[UOp]], order: dict[
 def linearize(kernel: Kernel) -> LinearProgram:
     """The arrow from a kernel to its program: the kernel's opts applied, its nodes put in program order, and
     the reduce axes its loads stride along, which a renderer needs to decide what to vectorize."""
-    ast = apply_opts(kernel.ast, kernel.opts)
+    return linearize_optimized(kernel, apply_opts(kernel.ast, kernel.opts))
+
+
+def linearize_optimized(kernel: Kernel, ast: UOp) -> LinearProgram:
+    """linearize's second half: `ast` is the kernel's graph with its opts applied already (the driver times
+    the two halves apart)."""
     return LinearProgram(kernel.name, kernel.params, kernel.written, tuple(linear_order(ast)), strided_axes(ast))
 
 

@@ -12,15 +12,18 @@ import time
 from dataclasses import dataclass
 
 from uopc.lower.backend import Backend, Executable
-from uopc.lower.linearize import linearize
+from uopc.lower.linearize import linearize_optimized
+from uopc.lower.opt import apply_opts
 from uopc.lower.stages import Binary, LinearProgram, Plan, Source
 
 
 # --8<-- [start:compile-plan]
 @dataclass(frozen=True)
 class StageTimes:
-    """Seconds each arrow of compile_plan took, for the whole plan."""
+    """Seconds each arrow of compile_plan took, for the whole plan (opts: applying the kernels' opts, the
+    first half of linearize)."""
 
+    opts: float
     linearize: float
     render: float
     compile: float
@@ -42,7 +45,9 @@ class CompiledPlan:
 def compile_plan(plan: Plan, backend: Backend) -> CompiledPlan:
     """Linearize every kernel of `plan`, then render, compile and load them with `backend`'s three parts."""
     start = time.perf_counter()
-    programs = tuple(linearize(k) for k in plan.kernels)
+    optimized = [apply_opts(k.ast, k.opts) for k in plan.kernels]
+    opted = time.perf_counter()
+    programs = tuple(linearize_optimized(k, ast) for k, ast in zip(plan.kernels, optimized, strict=True))
     linearized = time.perf_counter()
     source = backend.renderer.render(programs, plan.steps)
     rendered = time.perf_counter()
@@ -50,7 +55,7 @@ def compile_plan(plan: Plan, backend: Backend) -> CompiledPlan:
     compiled = time.perf_counter()
     executable = backend.runtime.load(binary, programs, plan.steps)
     loaded = time.perf_counter()
-    times = StageTimes(linearized - start, rendered - linearized, compiled - rendered, loaded - compiled)
+    times = StageTimes(opted - start, linearized - opted, rendered - linearized, compiled - rendered, loaded - compiled)
     return CompiledPlan(programs, source, binary, executable, times)
 
 

@@ -11,6 +11,7 @@ import itertools
 import os
 import time
 import weakref
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,9 @@ class Realizer:
       whole process: a training step that repeats finds its plan, and schedules nothing.
     - `compiled`: plan -> device -> the plan compiled on that device (its stages and its executable). Weak by
       plan: what was built for a plan lives exactly as long as the plan cache keeps the plan.
+    - `seconds`: stage name -> seconds spent in it, summed over the process: `schedule` (normalizing graphs
+      and finding or making their plans), the arrows of compile_plan (`opts`, `linearize`, `render`,
+      `compile`, `load`) and `run`. scripts/bench_compile.py reads it around a training step.
     """
 
     def __init__(self) -> None:
@@ -43,6 +47,7 @@ class Realizer:
         self.leaves: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
         self.plans = PlanCache()
         self.compiled: weakref.WeakKeyDictionary[Plan, dict[str, CompiledPlan]] = weakref.WeakKeyDictionary()
+        self.seconds: Counter[str] = Counter()
         self._buffer_ids = itertools.count()
 
     def new_buffer(self, data: Any, dtype: DType) -> UOp:
@@ -56,8 +61,9 @@ class Realizer:
         on_device = self.compiled.setdefault(plan, {})
         if backend.name in on_device:
             return on_device[backend.name], False
-        on_device[backend.name] = compile_plan(plan, backend)
-        return on_device[backend.name], True
+        compiled = on_device[backend.name] = compile_plan(plan, backend)
+        self.seconds.update(vars(compiled.times))
+        return compiled, True
 
 
 realizer = Realizer()
@@ -97,6 +103,7 @@ def realize(roots: Sequence[UOp], device: str) -> list[UOp]:
     start = time.perf_counter()
     graph, inputs = normalize(roots, realizer.computed)  # what was computed before is read, not recomputed
     plan, _ = realizer.plans.get(graph, optimizer_on())
+    realizer.seconds["schedule"] += time.perf_counter() - start
     backend = get_backend(device)
     compiled, new = realizer.compile(plan, backend)
     if new and debug_level() >= 4:
@@ -104,12 +111,14 @@ def realize(roots: Sequence[UOp], device: str) -> list[UOp]:
     scheduled = time.perf_counter()
     buffers = [realizer.buffers[b] for b in inputs]
     buffers += [backend.runtime.allocate(spec.dtype, spec.size) for spec in plan.buffers[plan.n_inputs :]]
+    running = time.perf_counter()
     if debug_level() >= 2:
         _run_each(plan, compiled, buffers)
     else:
         compiled.executable.run(buffers)
+    ran = time.perf_counter()
+    realizer.seconds["run"] += ran - running
     if debug_level() >= 1:
-        ran = time.perf_counter()
         print(
             f"realize: {len(plan.kernels)} kernels, schedule {(scheduled - start) * 1e3:.1f} ms, "
             f"run {(ran - scheduled) * 1e3:.1f} ms"
