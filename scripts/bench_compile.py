@@ -89,7 +89,7 @@ def torch_gpt() -> Any:
     import torch
     from torch import nn
 
-    class Block(nn.Module):
+    class Block(nn.Module):  # type: ignore[misc]  # torch is untyped where it is not installed
         def __init__(self) -> None:
             super().__init__()
             self.ln1, self.ln2 = nn.LayerNorm(WIDTH), nn.LayerNorm(WIDTH)
@@ -106,7 +106,7 @@ def torch_gpt() -> Any:
             x = x + self.proj(a.permute(0, 2, 1, 3).reshape(b, t, c))
             return x + self.out(nn.functional.gelu(self.fc(self.ln2(x)), approximate="tanh"))
 
-    class GPT(nn.Module):
+    class GPT(nn.Module):  # type: ignore[misc]
         def __init__(self) -> None:
             super().__init__()
             self.tok, self.pos = nn.Embedding(VOCAB, WIDTH), nn.Embedding(CTX, WIDTH)
@@ -192,7 +192,8 @@ def torch_step(model: str) -> tuple[Callable[[], float], int]:
 
     def step() -> float:
         x, y = data(model, rng)
-        loss = compiled(torch.from_numpy(x if model == "mlp" else x.astype(np.int64)), torch.from_numpy(y.astype(np.int64)))
+        tx = torch.from_numpy(x if model == "mlp" else x.astype(np.int64))  # embeddings take int64 in torch
+        loss = compiled(tx, torch.from_numpy(y.astype(np.int64)))
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -286,7 +287,9 @@ def row(name: str, start: str, m: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="mlp,gpt", help="comma-separated, of: mlp, gpt (default both)")
-    parser.add_argument("--repeats", type=positive_int, default=1, help="pairs of cold and warm runs; the median is shown")
+    parser.add_argument(
+        "--repeats", type=positive_int, default=1, help="pairs of cold and warm runs; the median is shown (default 1)"
+    )
     parser.add_argument("--steps", type=positive_int, default=5, help="steps after the first, for 'steady' (default 5)")
     parser.add_argument("--no-torch", action="store_true", help="skip torch.compile even where torch is installed")
     parser.add_argument("--out", type=output_file, help="also write the table (markdown) to this file")

@@ -6,19 +6,30 @@ compile_plan walks a plan down to an executable with a backend's renderer, compi
 are plain values (stages.py); the backend protocol (backend.py) says what a backend must provide.
 """
 
-from uopc.lower.backend import Backend, BackendNotFound, Compiler, Executable, Renderer, Runtime, get_backend
+from uopc.lower.backend import (
+    Backend,
+    BackendNotFound,
+    Compiler,
+    Executable,
+    PlanStore,
+    Renderer,
+    Runtime,
+    get_backend,
+)
 from uopc.lower.kernelize import PlanCache, make_plan, materialized, normalize
 from uopc.lower.linearize import LinearizeError, expand_reduces, linear_order, linearize
 from uopc.lower.opt import Opts, apply_opts, choose_opts
-from uopc.lower.pipeline import CompiledPlan, StageTimes, compile_plan
+from uopc.lower.pipeline import CompiledPlan, StageTimes, code_digest, compile_plan, plan_key, restore_plan
 from uopc.lower.rangeify import LowerError, rangeify
 from uopc.lower.stages import (
     Binary,
     BufferSpec,
     Kernel,
     LinearProgram,
+    Manifest,
     Param,
     Plan,
+    Signature,
     Source,
     Step,
     kernel_params,
@@ -38,17 +49,21 @@ __all__ = [
     "LinearProgram",
     "LinearizeError",
     "LowerError",
+    "Manifest",
     "Opts",
     "Param",
     "Plan",
     "PlanCache",
+    "PlanStore",
     "Renderer",
     "Runtime",
+    "Signature",
     "Source",
     "StageTimes",
     "Step",
     "apply_opts",
     "choose_opts",
+    "code_digest",
     "compile_plan",
     "expand_reduces",
     "get_backend",
@@ -58,5 +73,7 @@ __all__ = [
     "make_plan",
     "materialized",
     "normalize",
+    "plan_key",
     "rangeify",
+    "restore_plan",
 ]

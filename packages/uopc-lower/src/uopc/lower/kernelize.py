@@ -189,7 +189,8 @@ def make_plan(graph: UOp, opt: bool = True) -> Plan:
         name = _kernel_name(group.shape, not group.elementwise, names)
         kernels.append(Kernel(name, ast, choose_opts(ast) if opt else Opts()))
         steps.append(Step(len(kernels) - 1, plan_buffers))
-    return Plan(tuple(kernels), tuple(steps), tuple(buffers), n_inputs, tuple(outputs))
+    made = tuple(kernels)
+    return Plan(tuple(steps), tuple(buffers), n_inputs, tuple(outputs), make_kernels=lambda: made)
 
 
 # --8<-- [end:make-plan]
@@ -236,24 +237,39 @@ def _lower_group(group: _Group, boundaries: set[UOp], where: dict[UOp, int]) -> 
 # --8<-- [start:plan-cache]
 class PlanCache:
     """Plans by normalized graph (and optimizer setting), the least recently used dropped beyond `size`.
-    Counts how many it made, for tests and DEBUG."""
+    Counts how many it made, and how many it was given (plans restored from a plan store), for tests and
+    DEBUG."""
 
     def __init__(self, size: int = 256) -> None:
         self.plans: OrderedDict[tuple[UOp, bool], Plan] = OrderedDict()
-        self.size, self.made = size, 0
+        self.size, self.made, self.restored = size, 0, 0
 
     def get(self, graph: UOp, opt: bool) -> tuple[Plan, bool]:
         """The plan for `graph`, and whether it was new."""
+        found = self.find(graph, opt)
+        if found is not None:
+            return found, False
+        self.made += 1
+        return self._add((graph, opt), make_plan(graph, opt)), True
+
+    def find(self, graph: UOp, opt: bool) -> Plan | None:
+        """The plan for `graph` if it is here; makes nothing."""
         key = (graph, opt)
         found = self.plans.get(key)
         if found is not None:
             self.plans.move_to_end(key)
-            return found, False
-        plan = self.plans[key] = make_plan(graph, opt)
-        self.made += 1
+        return found
+
+    def add_restored(self, graph: UOp, opt: bool, plan: Plan) -> None:
+        """Keep a plan restored from a plan store, as if it had been made here."""
+        self.restored += 1
+        self._add((graph, opt), plan)
+
+    def _add(self, key: tuple[UOp, bool], plan: Plan) -> Plan:
+        self.plans[key] = plan
         if len(self.plans) > self.size:
             self.plans.popitem(last=False)
-        return plan, True
+        return plan
 
 
 # --8<-- [end:plan-cache]

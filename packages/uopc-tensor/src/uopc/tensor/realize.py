@@ -11,12 +11,22 @@ import itertools
 import os
 import time
 import weakref
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from uopc.ir import BufferArg, DType, Ops, UOp
-from uopc.lower import Backend, CompiledPlan, Plan, PlanCache, compile_plan, get_backend, normalize
+from uopc.lower import (
+    Backend,
+    CompiledPlan,
+    Plan,
+    PlanCache,
+    compile_plan,
+    get_backend,
+    normalize,
+    plan_key,
+    restore_plan,
+)
 
 if TYPE_CHECKING:
     from uopc.tensor.tensor import Tensor
@@ -32,8 +42,9 @@ class Realizer:
       keeps its graph, because backward() walks it. Weak by graph: it goes when the tensor lets the graph go.
     - `leaves`: the tensors that require a gradient, by id. Weak: a leaf nobody holds any more is in no
       graph that backward() could walk. (By id, since a WeakSet would compare tensors with ==, elementwise.)
-    - `plans`: plans by normalized graph. Bounded (least recently used out), and otherwise kept for the
-      whole process: a training step that repeats finds its plan, and schedules nothing.
+    - `plans`: plans by normalized graph, made here or restored from the backend's plan store (a warm
+      start). Bounded (least recently used out), and otherwise kept for the whole process: a training step
+      that repeats finds its plan, and schedules nothing.
     - `compiled`: plan -> device -> the plan compiled on that device (its stages and its executable). Weak by
       plan: what was built for a plan lives exactly as long as the plan cache keeps the plan.
     - `seconds`: stage name -> seconds spent in it, summed over the process: `schedule` (normalizing graphs
@@ -47,7 +58,7 @@ class Realizer:
         self.leaves: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
         self.plans = PlanCache()
         self.compiled: weakref.WeakKeyDictionary[Plan, dict[str, CompiledPlan]] = weakref.WeakKeyDictionary()
-        self.seconds: Counter[str] = Counter()
+        self.seconds: defaultdict[str, float] = defaultdict(float)
         self._buffer_ids = itertools.count()
 
     def new_buffer(self, data: Any, dtype: DType) -> UOp:
@@ -56,14 +67,34 @@ class Realizer:
         self.buffers[u] = data
         return u
 
-    def compile(self, plan: Plan, backend: Backend) -> tuple[CompiledPlan, bool]:
-        """The plan compiled on `backend`, and whether it was compiled just now."""
+    def prepare(self, graph: UOp, opt: bool, backend: Backend) -> tuple[Plan, CompiledPlan, bool]:
+        """The plan of a normalized graph compiled on `backend`, and whether it was compiled just now.
+
+        A plan this process has not seen is looked for in the backend's plan store first (a warm start:
+        nothing is made or compiled); a plan made here is kept in the store for the next process."""
+        plan = self.plans.find(graph, opt)
+        key = plan_key(graph, opt) if backend.store is not None and plan is None else None
+        restored = restore_plan(graph, opt, backend, key) if key is not None else None
+        if restored is not None:
+            plan, compiled = restored
+            self.plans.add_restored(graph, opt, plan)
+            self.compiled[plan] = {backend.name: compiled}
+            self._count(compiled)
+            return plan, compiled, True
+        if plan is None:
+            plan, _ = self.plans.get(graph, opt)
         on_device = self.compiled.setdefault(plan, {})
         if backend.name in on_device:
-            return on_device[backend.name], False
-        compiled = on_device[backend.name] = compile_plan(plan, backend)
-        self.seconds.update(vars(compiled.times))
-        return compiled, True
+            return plan, on_device[backend.name], False
+        if key is None and backend.store is not None:
+            key = plan_key(graph, opt)
+        compiled = on_device[backend.name] = compile_plan(plan, backend, key)
+        self._count(compiled)
+        return plan, compiled, True
+
+    def _count(self, compiled: CompiledPlan) -> None:
+        for stage, seconds in vars(compiled.times).items():
+            self.seconds[stage] += seconds
 
 
 realizer = Realizer()
@@ -102,13 +133,12 @@ def realize(roots: Sequence[UOp], device: str) -> list[UOp]:
     """Compute `roots` on `device`; returns a BUFFER node holding each root's value."""
     start = time.perf_counter()
     graph, inputs = normalize(roots, realizer.computed)  # what was computed before is read, not recomputed
-    plan, _ = realizer.plans.get(graph, optimizer_on())
-    realizer.seconds["schedule"] += time.perf_counter() - start
     backend = get_backend(device)
-    compiled, new = realizer.compile(plan, backend)
+    plan, compiled, new = realizer.prepare(graph, optimizer_on(), backend)
+    scheduled = time.perf_counter()
+    realizer.seconds["schedule"] += scheduled - start - (sum(vars(compiled.times).values()) if new else 0.0)
     if new and debug_level() >= 4:
         print(compiled.source.text)
-    scheduled = time.perf_counter()
     buffers = [realizer.buffers[b] for b in inputs]
     buffers += [backend.runtime.allocate(spec.dtype, spec.size) for spec in plan.buffers[plan.n_inputs :]]
     running = time.perf_counter()

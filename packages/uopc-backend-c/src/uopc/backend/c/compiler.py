@@ -168,6 +168,12 @@ def entry_folder(key: str) -> Path:
 
 def cached_library(key: str) -> Binary | None:
     """A verified library for `key`, or None; damaged files are deleted so the next build replaces them."""
+    found = cached_file(key, "lib-", ".so")
+    return None if found is None else Binary(key, *found)
+
+
+def cached_file(key: str, prefix: str, suffix: str) -> tuple[Path, bytes] | None:
+    """The path and bytes of a verified file `<prefix><digest><suffix>` in `key`'s entry, or None."""
     folder = checked_entry(key, create=False)
     try:
         names = sorted(os.listdir(folder)) if folder is not None else []
@@ -175,25 +181,38 @@ def cached_library(key: str) -> Binary | None:
         return None
     for name in names:
         path = entry_folder(key) / name
-        if not (name.startswith("lib-") and name.endswith(".so")):
+        if not (name.startswith(prefix) and name.endswith(suffix)):
             continue
         try:
-            data = _verified(path)
+            data = _verified(path, prefix, suffix)
             if data is not None:
                 os.utime(path)  # used now: eviction removes the least recently used first
-                return Binary(key, path, data)
+                return path, data
             path.unlink()
         except OSError:
             continue  # removed by another process meanwhile
     return None
 
 
-def _verified(path: Path) -> bytes | None:
-    """The library's bytes if they hash to its name; checked to be yours alone before it is read."""
+def _verified(path: Path, prefix: str = "lib-", suffix: str = ".so") -> bytes | None:
+    """The file's bytes if they hash to its name; checked to be yours alone before it is read."""
     with open(path, "rb") as f:
         check_private(os.fstat(f.fileno()), path)
         data = f.read()
-    return data if _digest(data) == path.name[4:-3] else None
+    return data if _digest(data) == path.name[len(prefix) : -len(suffix)] else None
+
+
+def store_file(key: str, prefix: str, suffix: str, data: bytes) -> Path:
+    """Write `data` into `key`'s entry as `<prefix><digest><suffix>`, atomically, readable by you alone."""
+    folder, tmp = _build_folder(key)
+    with tmp:
+        written = Path(tmp.name, "file")
+        written.write_bytes(data)
+        written.chmod(0o600)
+        final = folder / f"{prefix}{_digest(data)}{suffix}"
+        os.replace(written, final)
+    evict(folder.parent, keep=final)
+    return final
 
 
 def build_binary(source: str) -> Binary:
@@ -293,7 +312,7 @@ def evict(bucket: Path, keep: Path) -> None:
     Keys are uniform hashes, so each folder gets its share of the entries, and with every folder within its
     share the whole cache is within the limit; each build reads only its own folder (as ccache does)."""
     libraries = []
-    for lib in bucket.glob("*/lib-*.so"):
+    for lib in [*bucket.glob("*/lib-*.so"), *bucket.glob("*/plan-*.json")]:
         with contextlib.suppress(OSError):  # removed by another process meanwhile
             st = lib.stat()
             libraries.append((st.st_mtime_ns, st.st_size, lib))
