@@ -19,7 +19,7 @@ from uopc.lower.backend import (
 from uopc.lower.kernelize import PlanCache, make_plan, materialized, normalize
 from uopc.lower.linearize import LinearizeError, expand_reduces, linear_order, linearize
 from uopc.lower.opt import Opts, apply_opts, choose_opts
-from uopc.lower.pipeline import CompiledPlan, StageTimes, code_digest, compile_plan, plan_key, restore_plan
+from uopc.lower.pipeline import CompiledPlan, StageTimes, compile_plan, plan_key, restore_plan
 from uopc.lower.rangeify import LowerError, rangeify
 from uopc.lower.stages import (
     Binary,
@@ -63,7 +63,6 @@ __all__ = [
     "Step",
     "apply_opts",
     "choose_opts",
-    "code_digest",
     "compile_plan",
     "expand_reduces",
     "get_backend",

@@ -14,6 +14,7 @@ first use, so a training step that repeats on new data finds its plan in the cac
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -215,10 +216,33 @@ def _lower_group(group: _Group, boundaries: set[UOp], where: dict[UOp, int]) -> 
         for u in _region(m, inner)
         if u in inner
     }
-    values = [(dest, substitute(m, loads)) for dest, m in outputs]
+    kernel, used = _kernel(tuple((dest, _with_loads(m, loads)) for dest, m in outputs))
+    by_slot = {b.arg.slot: plan_buffer for plan_buffer, b in local.items()}
+    return kernel, tuple(by_slot[old] for old in used)
+
+
+def _with_loads(m: UOp, loads: dict[UOp, UOp]) -> UOp:
+    """m's graph with each node of `loads` replaced by its load; the walk stops there, so it stays inside
+    m's kernel instead of walking the whole graph below it."""
+    new: dict[UOp, UOp] = {}
+    for u in toposort(m, lambda x: () if x in loads else x.src):
+        if u in loads:
+            new[u] = loads[u]
+            continue
+        src = tuple(new[s] for s in u.src)
+        new[u] = u if src == u.src else u.replace(src=src)
+    return new[m]
+
+
+@functools.lru_cache(maxsize=1024)
+def _kernel(values: tuple[tuple[UOp, UOp], ...]) -> tuple[UOp, tuple[int, ...]]:
+    """The kernel that stores `values`, its parameters renumbered 0.. in slot order, and the old slot of each.
+
+    A model's repeated layers give groups whose values are the same graph over the same local buffers
+    (nodes are hash-consed, so the same object): their kernel is lowered once, here."""
     kernel = rangeify(values)
-    used = {u.arg.slot for u in kernel.toposort() if u.op is Ops.DEFINE_GLOBAL}
-    renumber = {old: new for new, old in enumerate(sorted(used))}
+    used = sorted({u.arg.slot for u in kernel.toposort() if u.op is Ops.DEFINE_GLOBAL})
+    renumber = {old: new for new, old in enumerate(used)}
     kernel = substitute(
         kernel,
         {
@@ -227,8 +251,7 @@ def _lower_group(group: _Group, boundaries: set[UOp], where: dict[UOp, int]) -> 
             if u.op is Ops.DEFINE_GLOBAL and renumber[u.arg.slot] != u.arg.slot
         },
     )
-    by_slot = {b.arg.slot: plan_buffer for plan_buffer, b in local.items()}
-    return kernel, tuple(by_slot[old] for old in sorted(used))
+    return kernel, tuple(used)
 
 
 # --8<-- [end:lower-group]

@@ -8,9 +8,10 @@ thread an output axis: its loop becomes the outermost one and runs in parallel a
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
-from uopc.ir import AxisType, Ops, UOp, accumulator_dtype, range_, simplify, sink, substitute
+from uopc.ir import AxisType, Ops, UOp, accumulator_dtype, range_, simplify, sink, substitute, toposort
 from uopc.ir.symbolic import linear_terms
 from uopc.ir.uop import prod
 from uopc.lower.rangeify import LowerError
@@ -48,21 +49,45 @@ def _split(r: UOp, n: int, what: str) -> UOp:
 # --8<-- [start:upcast]
 def upcast(kernel: UOp, axis: int, n: int) -> UOp:
     """Compute n outputs along `axis` per iteration: every statement over that axis is copied n times."""
-    r = find_range(kernel, axis)
-    if r.arg.kind is AxisType.REDUCE:
-        raise LowerError(f"opt: axis {axis} is a reduce axis; upcast takes output axes (use unroll)")
-    outer = _split(r, n, "upcast")
+    return upcast_tile(kernel, {axis: n})
+
+
+def upcast_tile(kernel: UOp, factors: dict[int, int]) -> UOp:
+    """Upcast several output axes at once (axis -> factor): each statement is copied once per position of
+    its register tile, the positions in row-major order of the axes; copy k of a range r of size n*m reads
+    `outer * n + k` for it, where `outer` is the new loop of m iterations (the constant k if m is 1)."""
+    values: dict[UOp, list[UOp]] = {}  # each upcast range -> its replacement in copy 0, 1, ...
+    outers: dict[UOp, UOp] = {}
+    for axis, n in sorted(factors.items()):
+        r = find_range(kernel, axis)
+        if r.arg.kind is AxisType.REDUCE:
+            raise LowerError(f"opt: axis {axis} is a reduce axis; upcast takes output axes (use unroll)")
+        outer = outers[r] = _split(r, n, "upcast")
+        values[r] = [outer * n + k if outer.src[0].arg > 1 else UOp.const(k, r.scalar_dtype) for k in range(n)]
     out = []
     for end in kernel.src:
-        if end.op is not Ops.END or r not in end.src[1:]:
+        tiled = [r for r in values if end.op is Ops.END and r in end.src[1:]]
+        if not tiled:
             out.append(end)
             continue
-        ranges = [outer if x is r else x for x in end.src[1:]]
-        ranges = [x for x in ranges if x.src[0].arg > 1] if outer.src[0].arg == 1 else ranges
-        for k in range(n):
-            stmt = substitute(end.src[0], {r: outer * n + k if outer.src[0].arg > 1 else UOp.const(k, r.scalar_dtype)})
-            out.append(stmt.end(*ranges) if ranges else stmt)
+        ranges = [outers.get(x, x) for x in end.src[1:]]
+        ranges = [x for x in ranges if x.src[0].arg > 1 or x not in outers.values()]
+        positions = list(itertools.product(*(range(len(values[r])) for r in tiled)))
+        tile = {r: [values[r][p[i]] for p in positions] for i, r in enumerate(tiled)}
+        out += [stmt.end(*ranges) if ranges else stmt for stmt in copies(end.src[0], tile, len(positions))]
     return simplify(sink(*out))
+
+
+def copies(root: UOp, values: dict[UOp, list[UOp]], count: int) -> list[UOp]:
+    """`root` `count` times, node `r` replaced by values[r][i] in copy i. One walk over the graph: a node
+    that depends on none of the replaced nodes is shared by all the copies (hash consing would make the
+    copies of it one node anyway; the walk does not build them)."""
+    copied: dict[UOp, list[UOp]] = dict(values)
+    for u in toposort(root):
+        if u in copied or not any(s in copied for s in u.src):
+            continue
+        copied[u] = [u.replace(src=tuple(copied[s][i] if s in copied else s for s in u.src)) for i in range(count)]
+    return copied.get(root, [root] * count)
 
 
 # --8<-- [end:upcast]
@@ -134,13 +159,17 @@ def strided_axes(kernel: UOp) -> frozenset[int]:
 
 def _reduce_loads(kernel: UOp) -> list[tuple[UOp, bool]]:
     """(reduce range, whether the load strides along it), for each load and each reduce range that moves it."""
-    reduces = {u for u in kernel.toposort() if u.op is Ops.RANGE and u.arg.kind in (AxisType.REDUCE, AxisType.UNROLL)}
+    nodes = kernel.toposort()
+    reduces = {u for u in nodes if u.op is Ops.RANGE and u.arg.kind in (AxisType.REDUCE, AxisType.UNROLL)}
+    inside: dict[UOp, frozenset[UOp]] = {}  # node -> the reduce ranges it is computed from
+    for u in nodes:
+        inside[u] = frozenset([u]) if u in reduces else frozenset().union(*(inside[s] for s in u.src))
     out = []
-    for load in (u for u in kernel.toposort() if u.op is Ops.LOAD):
+    for load in (u for u in nodes if u.op is Ops.LOAD):
         terms, _ = linear_terms(load.src[1])
         for r in reduces:
             stride = terms.get(r, 0)
-            hidden = any(r in t.toposort() for t in terms if t is not r)  # r inside a division or a product
+            hidden = any(r in inside[t] for t in terms if t is not r)  # r inside a division or a product
             if stride or hidden:
                 out.append((r, stride != 1 or hidden))
     return out
@@ -179,8 +208,8 @@ def apply_opts(kernel: UOp, opts: Opts) -> UOp:
         raise LowerError(f"opt: upcast {opts.upcast} makes a tile of {tile} values; at most {MAX_UPCAST} are allowed")
     for axis, n in sorted(opts.unroll.items()):
         kernel = unroll(kernel, axis, n)
-    for axis, n in sorted(opts.upcast.items()):
-        kernel = upcast(kernel, axis, n)
+    if opts.upcast:
+        kernel = upcast_tile(kernel, opts.upcast)
     if opts.thread is not None:
         kernel = thread(kernel, opts.thread)
     return kernel

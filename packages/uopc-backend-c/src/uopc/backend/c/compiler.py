@@ -224,19 +224,55 @@ def build_binary(source: str) -> Binary:
         return found
     folder, tmp = _build_folder(key)
     with tmp:
-        Path(tmp.name, "kernel.c").write_text(source)
-        cmd = [*setting_words("CC", cc), *setting_words("CFLAGS", flags)]
-        cmd += ["-shared", "-fPIC", "-o", "kernel.so", "kernel.c", "-lm"]
-        done = subprocess.run(cmd, cwd=tmp.name, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise CompileError(f"{shlex.join(cmd)} failed:\n{done.stderr}", source)
-        built = Path(tmp.name, "kernel.so")
+        built = compile_units(Path(tmp.name), source, cc, flags)
         data = check_built(built, cc, flags)
         final = folder / f"lib-{_digest(data)}.so"
         built.chmod(0o700)  # yours alone, whatever the umask made it
         os.replace(built, final)  # atomic: readers see no file or the whole file
     evict(folder.parent, keep=final)
     return Binary(key, final, data)
+
+
+# --8<-- [start:compile-units]
+UNIT_BREAK = "/* uopc: unit */"  # a line the renderer writes between parts of a source that compile apart
+
+
+def compile_units(folder: Path, source: str, cc: str, flags: str) -> Path:
+    """Build `source` into `folder`/kernel.so. A source made of units (a header, then parts separated by
+    UNIT_BREAK lines: a plan's) is built as one translation unit per core, the header followed by a share
+    of the parts, by as many compilers at once; then linked. gcc spends its time per function, so the
+    shares balance the parts' lengths."""
+    parts = source.split(f"\n{UNIT_BREAK}\n")
+    jobs = min(len(parts) - 1, len(os.sched_getaffinity(0)))
+    base = [*setting_words("CC", cc), *setting_words("CFLAGS", flags)]
+    if jobs <= 1:
+        Path(folder, "kernel.c").write_text(source)
+        _run([*base, "-shared", "-fPIC", "-o", "kernel.so", "kernel.c", "-lm"], folder, source)
+        return folder / "kernel.so"
+    shares: list[list[str]] = [[] for _ in range(jobs)]
+    for part in sorted(parts[1:], key=len, reverse=True):  # each part to the share that is shortest so far
+        min(shares, key=lambda share: sum(map(len, share))).append(part)
+    units = ["\n\n".join([parts[0], *share]) + "\n" for share in shares]
+    running = []
+    for i, unit in enumerate(units):
+        Path(folder, f"unit{i}.c").write_text(unit)
+        cmd = [*base, "-fPIC", "-c", "-o", f"unit{i}.o", f"unit{i}.c"]
+        running.append((cmd, unit, subprocess.Popen(cmd, cwd=folder, stderr=subprocess.PIPE, text=True)))
+    for cmd, unit, process in running:
+        _, stderr = process.communicate()
+        if process.returncode != 0:
+            raise CompileError(f"{shlex.join(cmd)} failed:\n{stderr}", unit)
+    _run([*base, "-shared", "-fPIC", "-o", "kernel.so", *(f"unit{i}.o" for i in range(jobs)), "-lm"], folder, source)
+    return folder / "kernel.so"
+
+
+def _run(cmd: list[str], folder: Path, source: str) -> None:
+    done = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise CompileError(f"{shlex.join(cmd)} failed:\n{done.stderr}", source)
+
+
+# --8<-- [end:compile-units]
 
 
 def build_library(source: str) -> Path:

@@ -23,15 +23,19 @@ from uopc.backend.c.compiler import cached_file, cached_library, cflags, compile
 from uopc.backend.c.compiler import store_file as _store_file
 from uopc.backend.c.program import load_binary
 from uopc.backend.c.runtime import CExecutable
-from uopc.lower import Binary, Manifest, code_digest
+from uopc.lower import Binary, Manifest
 
 PREFIX, SUFFIX = "plan-", ".json"
 
 
 @functools.cache
 def backend_code() -> str:
-    """A digest of this package's source: the renderer's output depends on it."""
-    return code_digest([str(Path(__file__).parent)])
+    """A digest of this package's source, by path and content: the renderer's output depends on it."""
+    digest = hashlib.sha256()
+    folder = Path(__file__).parent
+    for path in sorted(folder.rglob("*.py")):
+        digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def entry_key(plan_key: str) -> str:
