@@ -22,8 +22,7 @@ from types import ModuleType
 
 import numpy as np
 
-import uopc.ir.uop
-from uopc.ir import Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite, param, parse, range_, run, sink
+from uopc.ir import Ops, PatternMatcher, UOp, UopcError, UPat, dtypes, graph_rewrite, param, parse, range_, run, sink
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 PACKAGES = ["uopc.ir", "uopc.lower", "uopc.backend.c", "uopc.backend.cuda", "uopc.tensor"]
@@ -225,9 +224,23 @@ def example_message(cls: type[BaseException]) -> tuple[str, str]:
     raise SystemExit(f"appendix A: the trigger for {cls.__name__} raised nothing")
 
 
+def hierarchy() -> str:
+    """The base class, and the tree of its subclasses as the docstring of its module draws it."""
+    module = importlib.import_module(UopcError.__module__)
+    doc = inspect.cleandoc(module.__doc__ or "")
+    tree = "\n".join(line[4:] for line in doc.splitlines() if line.startswith("    "))
+    base = inspect.cleandoc(UopcError.__doc__ or "")
+    return (
+        f"### `UopcError`\n\n`{UopcError.__module__}.UopcError`. {base} Every class below derives from it, and "
+        f"from the builtin exception in the second column:\n\n```text\n{tree}\n```\n"
+    )
+
+
 def errors_section() -> str:
-    parts = []
+    parts = [hierarchy()]
     for cls in error_classes():
+        if cls is UopcError:
+            continue
         bases = ", ".join(f"`{b.__name__}`" for b in cls.__bases__)
         doc = inspect.cleandoc(cls.__dict__.get("__doc__") or "")
         what, message = example_message(cls)
@@ -312,7 +325,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         os.environ["UOPC_DATA"] = scratch  # the dataset example must not touch the reader's data folder
         print("## A.1 Ops\n")
-        print(f"The `Ops` enum of `{uopc.ir.uop.__name__}`, in its order, with the comment each member carries.\n")
+        print(f"The `Ops` enum of `{Ops.__module__}`, in its order, with the comment each member carries.\n")
         print(ops_section())
         print("\n## A.2 Errors\n")
         print(errors_section())

@@ -18,10 +18,13 @@ from uopc.ir import (
     Ops,
     PatternMatcher,
     UOp,
-    UOpError,
+    UopcError,
     UPat,
     dtypes,
     graph_rewrite,
+    inline_call,
+    never_wraps,
+    prod,
     range_,
     round_to,
     simplify,
@@ -30,8 +33,6 @@ from uopc.ir import (
     vmax,
     vmin,
 )
-from uopc.ir.symbolic import inline_call, never_wraps
-from uopc.ir.uop import prod
 
 Index = tuple[UOp, ...]
 
@@ -44,7 +45,7 @@ _simplify = functools.lru_cache(maxsize=1 << 14)(simplify)
 Job = tuple[UOp, Index, UOp]  # (shaped node, index of the element wanted, is that element in bounds)
 
 
-class LowerError(UOpError):
+class LowerError(UopcError, ValueError):
     """A shaped graph rangeify cannot lower: an op with no meaning in a kernel, or outputs that disagree."""
 
 

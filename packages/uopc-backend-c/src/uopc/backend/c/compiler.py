@@ -28,6 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from uopc.ir import UopcError
 from uopc.lower import Binary, Source
 
 # --8<-- [start:default-cflags]
@@ -43,7 +44,7 @@ DEFAULT_CFLAGS = "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math 
 
 
 # --8<-- [start:compile-error]
-class CompileError(RuntimeError):
+class CompileError(UopcError, RuntimeError):
     """The compiler rejected a source; carries its message and the source with line numbers."""
 
     def __init__(self, message: str, source: str) -> None:
@@ -55,7 +56,7 @@ class CompileError(RuntimeError):
 # --8<-- [end:compile-error]
 
 
-class CacheError(RuntimeError):
+class CacheError(UopcError, RuntimeError):
     """The kernel cache cannot be trusted or is set up wrong; the message says how to fix it."""
 
 
