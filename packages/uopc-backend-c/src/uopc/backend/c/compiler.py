@@ -20,8 +20,10 @@ import functools
 import hashlib
 import math
 import os
+import re
 import shlex
 import shutil
+import signal
 import stat
 import subprocess
 import tempfile
@@ -242,35 +244,74 @@ def compile_units(folder: Path, source: str, cc: str, flags: str) -> Path:
     """Build `source` into `folder`/kernel.so. A source made of units (a header, then parts separated by
     UNIT_BREAK lines: a plan's) is built as one translation unit per core, the header followed by a share
     of the parts, by as many compilers at once; then linked. gcc spends its time per function, so the
-    shares balance the parts' lengths."""
+    shares balance the parts' lengths. The whole build has cc_timeout() seconds."""
     parts = source.split(f"\n{UNIT_BREAK}\n")
     jobs = min(len(parts) - 1, len(os.sched_getaffinity(0)))
     base = [*setting_words("CC", cc), *setting_words("CFLAGS", flags)]
+    deadline = time.monotonic() + cc_timeout()
     if jobs <= 1:
         Path(folder, "kernel.c").write_text(source)
-        _run([*base, "-shared", "-fPIC", "-o", "kernel.so", "kernel.c", "-lm"], folder, source)
+        _run_all([([*base, "-shared", "-fPIC", "-o", "kernel.so", "kernel.c", "-lm"], source)], folder, deadline)
         return folder / "kernel.so"
     shares: list[list[str]] = [[] for _ in range(jobs)]
     for part in sorted(parts[1:], key=len, reverse=True):  # each part to the share that is shortest so far
         min(shares, key=lambda share: sum(map(len, share))).append(part)
     units = ["\n\n".join([parts[0], *share]) + "\n" for share in shares]
-    running = []
     for i, unit in enumerate(units):
         Path(folder, f"unit{i}.c").write_text(unit)
-        cmd = [*base, "-fPIC", "-c", "-o", f"unit{i}.o", f"unit{i}.c"]
-        running.append((cmd, unit, subprocess.Popen(cmd, cwd=folder, stderr=subprocess.PIPE, text=True)))
-    for cmd, unit, process in running:
-        _, stderr = process.communicate()
-        if process.returncode != 0:
-            raise CompileError(f"{shlex.join(cmd)} failed:\n{stderr}", unit)
-    _run([*base, "-shared", "-fPIC", "-o", "kernel.so", *(f"unit{i}.o" for i in range(jobs)), "-lm"], folder, source)
+    _run_all([([*base, "-fPIC", "-c", "-o", f"unit{i}.o", f"unit{i}.c"], u) for i, u in enumerate(units)], folder, deadline)
+    link = [*base, "-shared", "-fPIC", "-o", "kernel.so", *(f"unit{i}.o" for i in range(jobs)), "-lm"]
+    _run_all([(link, source)], folder, deadline)
     return folder / "kernel.so"
 
 
-def _run(cmd: list[str], folder: Path, source: str) -> None:
-    done = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise CompileError(f"{shlex.join(cmd)} failed:\n{done.stderr}", source)
+def _run_all(commands: list[tuple[list[str], str]], folder: Path, deadline: float) -> None:
+    """Run the compiler commands at once, each given with the C it builds; a CompileError if one fails or if
+    they are not all done by `deadline`. Each runs in a session of its own, so that a compiler still running
+    then, and the processes it started (gcc's cc1, which would run on), can all be killed."""
+    running = [
+        (cmd, text, subprocess.Popen(cmd, cwd=folder, stderr=subprocess.PIPE, text=True, start_new_session=True))
+        for cmd, text in commands
+    ]
+    try:
+        for cmd, text, process in running:
+            try:
+                _, stderr = process.communicate(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                raise CompileError(_too_long(cmd, text), "") from None
+            if process.returncode != 0:
+                raise CompileError(f"{shlex.join(cmd)} failed:\n{stderr}", text)
+    finally:
+        for _, _, process in running:
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.communicate()
+
+
+def _too_long(cmd: list[str], text: str) -> str:
+    names = re.findall(r"^[^;\n]*\bvoid (\w+)\([^;\n]*\{$", text, re.MULTILINE)
+    what = f"kernel{'s' * (len(names) != 1)} {', '.join(names)}" if names else "its source"
+    return (
+        f"{shlex.join(cmd)} did not finish building {what} within UOPC_CC_TIMEOUT={cc_timeout():g} seconds, and "
+        f"was stopped. Some kernels take a compiler minutes (notebook entry 72); set UOPC_CC_TIMEOUT to more "
+        f"seconds (default {DEFAULT_CC_TIMEOUT}), or build with less optimization (CFLAGS with -O1)"
+    )
+
+
+DEFAULT_CC_TIMEOUT = 300  # seconds for one build: a plan's kernels build in seconds, a blow-up takes minutes
+
+
+def cc_timeout() -> float:
+    """How long one build may take: UOPC_CC_TIMEOUT seconds (fractions allowed), or DEFAULT_CC_TIMEOUT."""
+    text = os.environ.get("UOPC_CC_TIMEOUT") or str(DEFAULT_CC_TIMEOUT)
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise CompileError(f"UOPC_CC_TIMEOUT={text!r} is not a positive number of seconds", "")
+    return seconds
 
 
 # --8<-- [end:compile-units]
