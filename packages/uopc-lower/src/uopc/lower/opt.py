@@ -150,6 +150,12 @@ def thread(kernel: UOp, axis: int) -> UOp:
 
 # --8<-- [start:choose-opts]
 THREAD_MIN_WORK = 1 << 18  # below this many inner iterations, starting threads costs more than it saves
+TILE_NODES = 1280  # tile values x body nodes, at most: gcc's time grows with the copies (a fused matmul: 20 nodes, 8x8)
+
+
+def _body_size(kernel: UOp) -> int:
+    """The nodes a register tile copies once per value: everything but constants and loop bounds."""
+    return sum(1 for u in kernel.toposort() if u.op not in (Ops.CONST, Ops.RANGE, Ops.DEFINE_GLOBAL))
 
 
 def reduce_strides(kernel: UOp) -> list[bool]:
@@ -187,16 +193,20 @@ def _reduce_loads(kernel: UOp) -> list[tuple[UOp, bool]]:
 
 def choose_opts(kernel: UOp) -> Opts:
     """A simple default, measured on a few matmul layouts (notes 31): a register tile in reduce kernels, 8x8
-    unless every load strides along the reduce (then 4x4), and threads for big work."""
+    unless every load strides along the reduce (then 4x4), and threads for big work. The tile is smaller
+    where the kernel's body is long (TILE_NODES): a layer norm's backward fused into a reduce made 32
+    copies of 46 nodes, 25 kB of C for gcc to optimize."""
     ranges = sorted((u for u in kernel.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg.axis)
     outputs = [r for r in ranges if r.arg.kind is AxisType.LOOP]
     work = prod(r.src[0].arg for r in ranges)
-    upcast = {}
+    upcast: dict[int, int] = {}
     if any(r.arg.kind is AxisType.REDUCE for r in ranges):
         strides = reduce_strides(kernel)
         factors = (4, 2) if strides and all(strides) else (8, 4, 2)
+        most = max(1, TILE_NODES // _body_size(kernel))
         for r in outputs[-2:]:
-            n = next((f for f in factors if r.src[0].arg % f == 0 and r.src[0].arg > f), None)
+            tile = prod(upcast.values())
+            n = next((f for f in factors if r.src[0].arg % f == 0 and r.src[0].arg > f and tile * f <= most), None)
             if n is not None:
                 upcast[r.arg.axis] = n
     left = [r for r in outputs if r.src[0].arg // upcast.get(r.arg.axis, 1) > 1]
