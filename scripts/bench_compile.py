@@ -43,7 +43,6 @@ MLP_BATCH, MLP_HIDDEN = 128, 256
 CTX, WIDTH, LAYERS, HEADS, BATCH, VOCAB = 32, 64, 2, 4, 8, 65
 
 
-# --8<-- [start:uopc-gpt]
 def uopc_gpt() -> Any:
     """The GPT-like model in uopc: pre-norm blocks of causal attention and a GELU MLP."""
     from uopc.tensor import Tensor
@@ -79,9 +78,6 @@ def uopc_gpt() -> Any:
             return self.head(self.ln(x))
 
     return GPT()
-
-
-# --8<-- [end:uopc-gpt]
 
 
 def torch_gpt() -> Any:
@@ -130,7 +126,6 @@ def data(model: str, rng: np.random.Generator) -> tuple[np.ndarray[Any, Any], np
     return rng.integers(0, VOCAB, (BATCH, CTX)).astype(np.int32), rng.integers(0, VOCAB, (BATCH, CTX)).astype(np.int32)
 
 
-# --8<-- [start:uopc-step]
 def uopc_step(model: str) -> tuple[Callable[[], float], int]:
     """A training step in uopc, and the model's parameter count."""
     from uopc.tensor import Tensor
@@ -164,9 +159,6 @@ def uopc_step(model: str) -> tuple[Callable[[], float], int]:
         return loss.item()
 
     return step, sum(p.numel() for p in params)
-
-
-# --8<-- [end:uopc-step]
 
 
 def torch_step(model: str) -> tuple[Callable[[], float], int]:

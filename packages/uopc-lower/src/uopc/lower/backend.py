@@ -23,7 +23,6 @@ from uopc.ir import DType, UopcError
 from uopc.lower.stages import Binary, LinearProgram, Manifest, Source, Step
 
 
-# --8<-- [start:backend-protocol]
 class Renderer(Protocol):
     """Linear programs to source text in the backend's language."""
 
@@ -89,9 +88,6 @@ class Backend:
     compiler: Compiler
     runtime: Runtime
     store: PlanStore | None = None
-
-
-# --8<-- [end:backend-protocol]
 
 
 class BackendNotFound(UopcError, LookupError):

@@ -31,7 +31,6 @@ from uopc.lower.rangeify import LowerError
 from uopc.lower.stages import Binary, Kernel, LinearProgram, Manifest, Plan, Source
 
 
-# --8<-- [start:compile-plan]
 @dataclass(frozen=True)
 class StageTimes:
     """Seconds each arrow of compile_plan took, for the whole plan (opts: applying the kernels' opts, the
@@ -88,10 +87,6 @@ def compile_plan(plan: Plan, backend: Backend, key: str | None = None) -> Compil
     return CompiledPlan(binary, executable, times, lambda: programs, lambda _: source)
 
 
-# --8<-- [end:compile-plan]
-
-
-# --8<-- [start:each-once]
 def _optimized(kernels: tuple[Kernel, ...]) -> list[UOp]:
     """Each kernel's graph with its opts applied, once per distinct graph and opts: a model's repeated layers
     make the same kernels again (the GPT step's 146 kernels are 91 distinct ones), and nodes are
@@ -118,10 +113,6 @@ def _programs(kernels: tuple[Kernel, ...], optimized: list[UOp]) -> tuple[Linear
     return tuple(out)
 
 
-# --8<-- [end:each-once]
-
-
-# --8<-- [start:restore-plan]
 @functools.cache
 def lowering_code() -> str:
     """A digest of the source of uopc-ir and uopc-lower, which make a plan from a graph: part of every plan
@@ -182,6 +173,3 @@ def _kernels_again(graph: UOp, opt: bool, manifest: Manifest) -> tuple[Kernel, .
     if plan.manifest != manifest:
         raise LowerError("a plan store's manifest does not match the plan its graph makes now: the store is stale")
     return plan.kernels
-
-
-# --8<-- [end:restore-plan]

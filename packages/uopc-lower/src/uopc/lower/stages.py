@@ -22,7 +22,6 @@ from uopc.lower.opt import Opts
 from uopc.lower.rangeify import LowerError
 
 
-# --8<-- [start:params]
 @dataclass(frozen=True)
 class Param:
     """One buffer parameter of a kernel. Kernels name their parameters data0, data1, ... by slot."""
@@ -48,10 +47,6 @@ def kernel_params(kernel: UOp) -> tuple[Param, ...]:
     return tuple(found[s] for s in sorted(found))
 
 
-# --8<-- [end:params]
-
-
-# --8<-- [start:kernel]
 @dataclass(frozen=True)
 class Kernel:
     """One kernel of a plan: its name, its graph (loops over buffers, as rangeify made it) and the opts
@@ -72,9 +67,6 @@ class Kernel:
         return frozenset(u.src[0].arg.slot for u in self.ast.toposort() if u.op is Ops.STORE)
 
 
-# --8<-- [end:kernel]
-
-
 @dataclass(frozen=True)
 class Step:
     """One kernel call of a plan: which kernel, and which of the plan's buffers fills each parameter."""
@@ -89,7 +81,6 @@ class BufferSpec:
     size: int
 
 
-# --8<-- [start:manifest]
 @dataclass(frozen=True)
 class Signature:
     """What a caller needs to know about a kernel: its name, its parameters, the slots it writes."""
@@ -138,10 +129,6 @@ class Manifest:
         return Manifest(kernels, steps, buffers, d["n_inputs"], tuple(d["outputs"]))
 
 
-# --8<-- [end:manifest]
-
-
-# --8<-- [start:plan]
 @dataclass(frozen=True, eq=False)
 class Plan:
     """How to compute a normalized graph: kernels, the buffers they use, and the order of calls.
@@ -173,10 +160,6 @@ class Plan:
         return Manifest(signatures, self.steps, self.buffers, self.n_inputs, self.outputs)
 
 
-# --8<-- [end:plan]
-
-
-# --8<-- [start:linear-program]
 @dataclass(frozen=True)
 class LinearProgram:
     """A kernel as a renderer gets it: its nodes in program order (a RANGE opens a loop, an ENDRANGE closes
@@ -209,10 +192,6 @@ class LinearProgram:
         return total
 
 
-# --8<-- [end:linear-program]
-
-
-# --8<-- [start:source-binary]
 @dataclass(frozen=True)
 class Source:
     """What a renderer wrote: the text of every program of a plan, in the backend's language."""
@@ -228,6 +207,3 @@ class Binary:
     key: str
     path: Path
     data: bytes = field(repr=False)
-
-
-# --8<-- [end:source-binary]
