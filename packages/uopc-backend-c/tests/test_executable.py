@@ -181,7 +181,7 @@ def test_a_kernel_equal_to_another_but_for_its_name_is_an_alias_and_runs_as_itse
     steps = [Step(0, (0, 1)), Step(1, (1, 2)), Step(2, (2, 3))]
     source = CRenderer().render([linearize(SCALE), linearize(again), linearize(ROWSUM)], steps).text
     assert source.count("void scale(") == 2  # declared, then defined
-    assert 'void scale_again(' in source and '__attribute__((alias("scale")));' in source
+    assert "void scale_again(" in source and '__attribute__((alias("scale")));' in source
     built = build_kernels([SCALE, again, ROWSUM], steps)
     bufs = buffers()
     built.run(bufs)
@@ -194,8 +194,12 @@ def test_a_kernel_equal_to_another_but_for_its_name_is_an_alias_and_runs_as_itse
 def test_a_plan_of_many_kernels_builds_in_units_with_the_same_values(build_kernels: Build) -> None:
     """The plan's C is cut into units that compile apart (one translation unit per core, at most): every
     kernel is in exactly one unit, and the library runs the plan as one file would."""
-    kernels = [dataclasses.replace(SCALE, ast=rangeify([(UOp.buffer(1, 6), UOp.buffer(0, 6) * float(i) + 1.0)]),
-                                   name=f"scale{i}") for i in range(6)]
+    kernels = [
+        dataclasses.replace(
+            SCALE, ast=rangeify([(UOp.buffer(1, 6), UOp.buffer(0, 6) * float(i) + 1.0)]), name=f"scale{i}"
+        )
+        for i in range(6)
+    ]
     steps = [Step(i, (i, i + 1)) for i in range(6)]
     source = CRenderer().render([linearize(k) for k in kernels], steps).text
     assert source.count(f"\n{UNIT_BREAK}\n") == 7  # after the header: six kernels and uopc_plan

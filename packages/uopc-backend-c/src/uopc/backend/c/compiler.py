@@ -243,7 +243,8 @@ def compile_units(folder: Path, source: str, cc: str, flags: str) -> Path:
     units = ["\n\n".join([parts[0], *share]) + "\n" for share in shares]
     for i, unit in enumerate(units):
         Path(folder, f"unit{i}.c").write_text(unit)
-    _run_all([([*base, "-fPIC", "-c", "-o", f"unit{i}.o", f"unit{i}.c"], u) for i, u in enumerate(units)], folder, deadline)
+    objects = [([*base, "-fPIC", "-c", "-o", f"unit{i}.o", f"unit{i}.c"], unit) for i, unit in enumerate(units)]
+    _run_all(objects, folder, deadline)
     link = [*base, "-shared", "-fPIC", "-o", "kernel.so", *(f"unit{i}.o" for i in range(jobs)), "-lm"]
     _run_all([(link, source)], folder, deadline)
     return folder / "kernel.so"
