@@ -395,3 +395,58 @@ def test_a_library_evicted_between_lookup_and_load_still_loads(cc_log: Path, mon
 def test_the_default_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("UOPC_CACHE_MAX_MB", raising=False)
     assert cache_max_bytes() == DEFAULT_CACHE_MAX_MB * 2**20 == 512 * 2**20
+
+
+# ---- a time limit on the compiler ------------------------------------------------------------------------
+
+
+def test_a_build_past_the_time_limit_is_a_compile_error_naming_kernel_limit_and_variable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("UOPC_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("UOPC_CC_TIMEOUT", "0.001")  # gcc does not even start in a millisecond
+    with pytest.raises(CompileError) as e:
+        Program(source_for("time-limit"), "twice")
+    message = str(e.value)
+    assert "did not finish building kernel twice within UOPC_CC_TIMEOUT=0.001 seconds" in message
+    assert "set UOPC_CC_TIMEOUT to more seconds (default 300)" in message
+    assert not list((tmp_path / "cache").rglob("lib-*"))
+
+
+def test_a_compiler_past_the_time_limit_is_stopped_with_what_it_started(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A compiler that hangs in a child process (as gcc's cc1 would) is killed with that child, in time."""
+    child = tmp_path / "child.pid"
+    hanging = tmp_path / "hanging-cc"
+    hanging.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in *--version*|*--help=target*) echo "hanging-cc 1.0"; exit 0;; esac\n'
+        f'sleep 120 & echo $! > "{child}"\nwait\n'
+    )
+    hanging.chmod(0o755)
+    monkeypatch.setenv("UOPC_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CC", str(hanging))
+    monkeypatch.setenv("UOPC_CC_TIMEOUT", "1")
+    start = time.monotonic()
+    with pytest.raises(CompileError, match=r"building kernel twice within UOPC_CC_TIMEOUT=1 seconds"):
+        build_library(source_for("hanging"))
+    assert time.monotonic() - start < 30
+    pid = int(child.read_text())
+    for _ in range(100):  # killed, then reaped by init: gone within moments
+        if not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"the compiler's child process {pid} still runs after the time limit")
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "inf", "soon"])
+def test_a_time_limit_that_is_not_a_positive_number_of_seconds_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, value: str
+) -> None:
+    monkeypatch.setenv("UOPC_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("UOPC_CC_TIMEOUT", value)
+    with pytest.raises(CompileError) as e:
+        build_library(source_for(f"bad-limit-{value}"))
+    assert str(e.value) == f"UOPC_CC_TIMEOUT={value!r} is not a positive number of seconds"

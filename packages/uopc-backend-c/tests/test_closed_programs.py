@@ -173,7 +173,7 @@ def test_closed_program_c_matches_rewrite_interpreter(built: tuple[list[Case], C
     for kernel in (case.kernel, case.opted):
         assert [p.slot for p in kernel.params] == [0]  # closed: the destination is the only buffer
         out = np.zeros(case.want.size, numpy_dtype(dtype))
-        exe.run_kernel([p.name for p in exe.programs].index(kernel.name), [out])
+        exe.run_kernel([k.name for k in exe.kernels].index(kernel.name), [out])
         if dtype is dtypes.bfloat16:  # the bit patterns, as float32
             out = (out.astype(np.uint32) << 16).view(np.float32)
         if dtype.is_float:  # sums may be reordered, and libm's exp and sin differ from Python's in the last bit

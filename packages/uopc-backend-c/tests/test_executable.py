@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 from uopc.backend.c import C_BACKEND, ArgumentError, CExecutable, CRenderer, RenderError, batch_source
+from uopc.backend.c.compiler import UNIT_BREAK
 from uopc.ir import UOp, dtypes
 from uopc.lower import Kernel, Step, compile_plan, get_backend, linearize, make_plan, normalize, rangeify
 
@@ -169,3 +171,42 @@ def test_compile_plan_runs_a_plan_on_the_c_backend() -> None:
     compiled.executable.run(buffers)
     want = xs.reshape(2, 3) * 2 - xs.reshape(2, 3).sum(1, keepdims=True)
     np.testing.assert_array_equal(buffers[plan.outputs[0]].reshape(2, 3), want)
+
+
+@pytest.mark.o0
+def test_a_kernel_equal_to_another_but_for_its_name_is_an_alias_and_runs_as_itself(build_kernels: Build) -> None:
+    """A model's repeated layer makes kernels that differ only in name: the C is written once, the other
+    names are aliases of it, and each name, called through the plan or alone, computes the kernel."""
+    again = dataclasses.replace(SCALE, name="scale_again")
+    steps = [Step(0, (0, 1)), Step(1, (1, 2)), Step(2, (2, 3))]
+    source = CRenderer().render([linearize(SCALE), linearize(again), linearize(ROWSUM)], steps).text
+    assert source.count("void scale(") == 2  # declared, then defined
+    assert "void scale_again(" in source and '__attribute__((alias("scale")));' in source
+    built = build_kernels([SCALE, again, ROWSUM], steps)
+    bufs = buffers()
+    built.run(bufs)
+    np.testing.assert_array_equal(bufs[2], scale(scale(bufs[0])))
+    y = np.zeros(6, np.float32)
+    built.run_kernel(1, [bufs[0], y])
+    np.testing.assert_array_equal(y, scale(bufs[0]))
+
+
+def test_a_plan_of_many_kernels_builds_in_units_with_the_same_values(build_kernels: Build) -> None:
+    """The plan's C is cut into units that compile apart (one translation unit per core, at most): every
+    kernel is in exactly one unit, and the library runs the plan as one file would."""
+    kernels = [
+        dataclasses.replace(
+            SCALE, ast=rangeify([(UOp.buffer(1, 6), UOp.buffer(0, 6) * float(i) + 1.0)]), name=f"scale{i}"
+        )
+        for i in range(6)
+    ]
+    steps = [Step(i, (i, i + 1)) for i in range(6)]
+    source = CRenderer().render([linearize(k) for k in kernels], steps).text
+    assert source.count(f"\n{UNIT_BREAK}\n") == 7  # after the header: six kernels and uopc_plan
+    built = build_kernels(kernels, steps)
+    bufs = [np.arange(6, dtype=np.float32), *(np.zeros(6, np.float32) for _ in range(6))]
+    built.run(bufs)
+    expected = bufs[0]
+    for i in range(6):
+        expected = expected * np.float32(i) + np.float32(1)
+        np.testing.assert_array_equal(bufs[i + 1], expected)

@@ -14,9 +14,11 @@ ALLOWED = {
     "Compiler",
     "Executable",
     "LinearProgram",
+    "Manifest",
     "Param",
     "Renderer",
     "Runtime",
+    "Signature",
     "Source",
     "Step",
 }

@@ -148,7 +148,7 @@ def test_random_movement_chain(
         raise AssertionError(f"{chain.steps} failed to lower") from kernel
     out = np.full(chain.want.size, -7, chain.want.dtype)  # a sentinel no chain produces by chance
     arrays = {0: out, 1: chain.x}  # a chain that reads only padding has no input parameter
-    exe.run_kernel([p.name for p in exe.programs].index(kernel.name), [arrays[p.slot] for p in kernel.params])
+    exe.run_kernel([p.name for p in exe.kernels].index(kernel.name), [arrays[p.slot] for p in kernel.params])
     np.testing.assert_array_equal(out.reshape(chain.want.shape), chain.want, err_msg=" -> ".join(chain.steps))
 
 

@@ -115,7 +115,7 @@ def test_reduce_every_axis_subset(
     assert len(group) == 2 ** len(shape)
     for case in group:
         out = np.zeros(case.kernel.params[0].size, case.x.dtype)
-        exe.run_kernel([p.name for p in exe.programs].index(case.kernel.name), [out, case.x][: len(case.kernel.params)])
+        exe.run_kernel([p.name for p in exe.kernels].index(case.kernel.name), [out, case.x][: len(case.kernel.params)])
         check(case, out)
 
 

@@ -6,13 +6,14 @@ Their values are checked against plain Python in test_interpret.py; here, what t
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 
 import pytest
 
 from uopc.ir import AxisType, Ops, UOp, dtypes, simplify, substitute
-from uopc.lower import Kernel, LowerError, Opts, apply_opts, linearize, rangeify
-from uopc.lower.opt import reduce_strides
+from uopc.lower import Kernel, LowerError, Opts, apply_opts, choose_opts, linearize, rangeify
+from uopc.lower.opt import TILE_NODES, reduce_strides
 
 Gemm = Callable[[int, int, int], UOp]
 
@@ -190,3 +191,27 @@ def test_linearize_applies_the_kernels_opts_and_keeps_its_graph(gemm: Gemm) -> N
     plain = linearize(Kernel("k", ast))
     assert sum(u.op is Ops.DEFINE_ACC for u in plain.uops) == 1
     assert program.params == plain.params == tiled.params and program.written == frozenset({2})
+
+
+def _matmul_of_chain(m: int, n: int, k: int, chain: int) -> UOp:
+    """sum over k of f(A[i, k] * B[j, k]), f a chain of `chain` multiply-adds: a matmul with a long fused body."""
+    a = UOp.buffer(1, m * k).reshape((m, 1, k)).expand((m, n, k))
+    b = UOp.buffer(2, n * k).reshape((1, n, k)).expand((m, n, k))
+    x = a * b
+    for i in range(chain):
+        x = x * 0.5 + float(i)
+    return rangeify([(UOp.buffer(0, m * n), x.sum([2]))])
+
+
+@pytest.mark.parametrize("chain", [0, 10, 40, 200])
+def test_the_register_tile_shrinks_as_the_body_it_copies_grows(chain: int) -> None:
+    """A tile copies the kernel's body once per value, and gcc's time grows with the copies: a plain matmul
+    keeps its 8x8 tile, a long fused body gets as big a tile as TILE_NODES allows, and at least none."""
+    kernel = _matmul_of_chain(16, 16, 32, chain)
+    body = sum(1 for u in kernel.toposort() if u.op not in (Ops.CONST, Ops.RANGE, Ops.DEFINE_GLOBAL))
+    tile = math.prod(choose_opts(kernel).upcast.values())
+    assert tile * body <= max(TILE_NODES, body)
+    if chain == 0:
+        assert tile == 64
+    if body * 2 <= TILE_NODES:
+        assert tile * body * 2 > TILE_NODES  # no smaller than it needs to be: doubling it would pass the limit

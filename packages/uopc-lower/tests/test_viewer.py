@@ -178,7 +178,8 @@ def test_times_are_shown_where_measured(softmax_page: tuple[RealizeRecord, str])
 def test_source_text_and_names_are_escaped() -> None:
     graph, _ = normalize([softmax_rows(2, 8)])
     plan = make_plan(graph)
-    named = dataclasses.replace(plan, kernels=(dataclasses.replace(plan.kernels[0], name="k<b>&"), *plan.kernels[1:]))
+    kernels = (dataclasses.replace(plan.kernels[0], name="k<b>&"), *plan.kernels[1:])
+    named = dataclasses.replace(plan, make_kernels=lambda: kernels)
     hostile = "/* </pre><script>alert(1)</script> & <svg onload=alert(2)> */\n"
     text = stage_page(record_for(graph, extra=hostile, plan=named))
     page = Page(text)

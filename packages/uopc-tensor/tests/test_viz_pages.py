@@ -19,6 +19,7 @@ from uopc.lower import PlanCache
 from uopc.tensor import Tensor, TensorError, realizer
 from uopc.tensor.viz import StagePages
 
+KERNEL_TABS = ("graph", "opt", "linear", "source", "timing")  # each kernel's stages on a page
 ANNOUNCED = re.compile(r"^VIZ: realize (\d+) \(([^)]*)\): (file://\S+)$", re.M)
 
 
@@ -109,3 +110,54 @@ def test_a_viz_value_that_means_nothing_is_refused(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("VIZ", value)
     with pytest.raises(TensorError, match=f"VIZ must be 0 .* or 1 .*, got '{value}'"):
         Tensor(np.ones(3, np.float32)).exp().numpy()
+
+
+def as_a_new_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forget the plans and what was built from them, as a new process starts; the kernel cache and its plan
+    store stay. Building anything from now on is refused: a warm start restores its plan."""
+    monkeypatch.setattr(realizer, "plans", PlanCache())
+    monkeypatch.setattr(realizer, "compiled", weakref.WeakKeyDictionary())
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("a warm start ran the C compiler")
+
+    monkeypatch.setattr("uopc.backend.c.compiler.compile_units", refuse)
+
+
+def test_a_plan_restored_from_the_plan_store_still_shows_every_stage(
+    fresh: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A warm start runs a plan from its stored manifest and library; the page asks for the kernels, their
+    programs and the source, which are made again then, and only then."""
+    monkeypatch.setenv("UOPC_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("VIZ", raising=False)
+    rng = np.random.default_rng(3)
+    t, _ = matmul_relu(rng)
+    t.numpy()  # cold: planned, built, kept in the plan store
+    as_a_new_process(monkeypatch)
+    monkeypatch.setenv("VIZ", "1")
+    t, expected = matmul_relu(rng)
+    np.testing.assert_allclose(t.numpy(), expected, rtol=1e-5, atol=1e-5)
+    assert (realizer.plans.made, realizer.plans.restored) == (0, 1)
+    (page,) = fresh.glob("*/realize-001.html")
+    text = page.read_text()
+    (plan,) = realizer.compiled
+    assert plan.kernels and all(f'id="k{i}-{stage}"' in text for i in range(len(plan.kernels)) for stage in KERNEL_TABS)
+    assert "uopc_plan" in text and all(k.name in text for k in plan.kernels)  # the source, rendered again
+
+
+def test_a_warm_start_makes_no_kernel_at_debug_1(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """DEBUG=1's line counts the plan's steps: counting its kernels would make them, for a number."""
+    monkeypatch.setenv("UOPC_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("VIZ", raising=False)
+    rng = np.random.default_rng(4)
+    matmul_relu(rng)[0].numpy()
+    as_a_new_process(monkeypatch)
+    monkeypatch.setenv("DEBUG", "1")
+    t, expected = matmul_relu(rng)
+    np.testing.assert_allclose(t.numpy(), expected, rtol=1e-5, atol=1e-5)
+    (plan,) = realizer.compiled
+    assert realizer.plans.restored == 1 and "kernels" not in vars(plan)  # never asked for
+    assert re.search(rf"^realize: {len(plan.steps)} kernels, schedule", capsys.readouterr().out, re.M)

@@ -7,19 +7,30 @@ are plain values (stages.py); the backend protocol (backend.py) says what a back
 stage viewer (viewer.py) prints them all as one web page.
 """
 
-from uopc.lower.backend import Backend, BackendNotFound, Compiler, Executable, Renderer, Runtime, get_backend
+from uopc.lower.backend import (
+    Backend,
+    BackendNotFound,
+    Compiler,
+    Executable,
+    PlanStore,
+    Renderer,
+    Runtime,
+    get_backend,
+)
 from uopc.lower.kernelize import PlanCache, make_plan, materialized, normalize
 from uopc.lower.linearize import LinearizeError, expand_reduces, linear_order, linearize
 from uopc.lower.opt import Opts, apply_opts, choose_opts
-from uopc.lower.pipeline import CompiledPlan, StageTimes, compile_plan
+from uopc.lower.pipeline import CompiledPlan, StageTimes, compile_plan, plan_key, restore_plan
 from uopc.lower.rangeify import LowerError, rangeify
 from uopc.lower.stages import (
     Binary,
     BufferSpec,
     Kernel,
     LinearProgram,
+    Manifest,
     Param,
     Plan,
+    Signature,
     Source,
     Step,
     kernel_params,
@@ -40,13 +51,16 @@ __all__ = [
     "LinearProgram",
     "LinearizeError",
     "LowerError",
+    "Manifest",
     "Opts",
     "Param",
     "Plan",
     "PlanCache",
+    "PlanStore",
     "RealizeRecord",
     "Renderer",
     "Runtime",
+    "Signature",
     "Source",
     "StageTimes",
     "Step",
@@ -62,6 +76,8 @@ __all__ = [
     "make_plan",
     "materialized",
     "normalize",
+    "plan_key",
     "rangeify",
+    "restore_plan",
     "stage_page",
 ]

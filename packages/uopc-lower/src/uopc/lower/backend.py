@@ -20,7 +20,7 @@ from importlib.metadata import entry_points
 from typing import Any, Protocol
 
 from uopc.ir import DType, UopcError
-from uopc.lower.stages import Binary, LinearProgram, Source, Step
+from uopc.lower.stages import Binary, LinearProgram, Manifest, Source, Step
 
 
 class Renderer(Protocol):
@@ -63,14 +63,31 @@ class Runtime(Protocol):
         """The binary made from `programs` and `steps`, ready to run them."""
 
 
+class PlanStore(Protocol):
+    """Compiled plans kept between processes, by plan key (pipeline.plan_key), for a backend whose binaries
+    hold everything a plan runs (the C backend's libraries do): a warm start restores a plan from its
+    manifest and its binary, and makes, linearizes, renders and compiles nothing. The store adds the
+    backend's own settings to the key (its code, its compiler and flags), so a change to them misses."""
+
+    def keep(self, key: str, manifest: Manifest, binary: Binary) -> None:
+        """Remember that the plan with this key runs as `manifest` says, from `binary`."""
+
+    def find(self, key: str) -> tuple[Manifest, Binary] | None:
+        """The manifest and binary kept under `key`, if both are still there and intact."""
+
+    def load(self, binary: Binary, manifest: Manifest) -> Executable:
+        """The binary loaded, ready to run the manifest's steps (no programs needed)."""
+
+
 @dataclass(frozen=True)
 class Backend:
-    """A backend is its three parts, under a name."""
+    """A backend is its three parts, under a name, and optionally a plan store for warm starts."""
 
     name: str
     renderer: Renderer
     compiler: Compiler
     runtime: Runtime
+    store: PlanStore | None = None
 
 
 class BackendNotFound(UopcError, LookupError):

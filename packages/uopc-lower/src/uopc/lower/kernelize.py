@@ -14,6 +14,7 @@ first use, so a training step that repeats on new data finds its plan in the cac
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -202,7 +203,8 @@ def make_plan(graph: UOp, opt: bool = True) -> Plan:
         name = _kernel_name(group.shape, not group.elementwise, names)
         kernels.append(Kernel(name, ast, choose_opts(ast) if opt else Opts()))
         steps.append(Step(len(kernels) - 1, plan_buffers))
-    return Plan(tuple(kernels), tuple(steps), tuple(buffers), n_inputs, tuple(outputs))
+    made = tuple(kernels)
+    return Plan(tuple(steps), tuple(buffers), n_inputs, tuple(outputs), make_kernels=lambda: made)
 
 
 def _lower_group(group: _Group, boundaries: set[UOp], where: dict[UOp, int]) -> tuple[UOp, tuple[int, ...]]:
@@ -223,10 +225,33 @@ def _lower_group(group: _Group, boundaries: set[UOp], where: dict[UOp, int]) -> 
         for u in _region(m, inner)
         if u in inner
     }
-    values = [(dest, substitute(m, loads)) for dest, m in outputs]
+    kernel, used = _kernel(tuple((dest, _with_loads(m, loads)) for dest, m in outputs))
+    by_slot = {b.arg.slot: plan_buffer for plan_buffer, b in local.items()}
+    return kernel, tuple(by_slot[old] for old in used)
+
+
+def _with_loads(m: UOp, loads: dict[UOp, UOp]) -> UOp:
+    """m's graph with each node of `loads` replaced by its load; the walk stops there, so it stays inside
+    m's kernel instead of walking the whole graph below it."""
+    new: dict[UOp, UOp] = {}
+    for u in toposort(m, lambda x: () if x in loads else x.src):
+        if u in loads:
+            new[u] = loads[u]
+            continue
+        src = tuple(new[s] for s in u.src)
+        new[u] = u if src == u.src else u.replace(src=src)
+    return new[m]
+
+
+@functools.lru_cache(maxsize=1024)
+def _kernel(values: tuple[tuple[UOp, UOp], ...]) -> tuple[UOp, tuple[int, ...]]:
+    """The kernel that stores `values`, its parameters renumbered 0.. in slot order, and the old slot of each.
+
+    A model's repeated layers give groups whose values are the same graph over the same local buffers
+    (nodes are hash-consed, so the same object): their kernel is lowered once, here."""
     kernel = rangeify(values)
-    used = {u.arg.slot for u in kernel.toposort() if u.op is Ops.DEFINE_GLOBAL}
-    renumber = {old: new for new, old in enumerate(sorted(used))}
+    used = sorted({u.arg.slot for u in kernel.toposort() if u.op is Ops.DEFINE_GLOBAL})
+    renumber = {old: new for new, old in enumerate(used)}
     kernel = substitute(
         kernel,
         {
@@ -235,27 +260,41 @@ def _lower_group(group: _Group, boundaries: set[UOp], where: dict[UOp, int]) -> 
             if u.op is Ops.DEFINE_GLOBAL and renumber[u.arg.slot] != u.arg.slot
         },
     )
-    by_slot = {b.arg.slot: plan_buffer for plan_buffer, b in local.items()}
-    return kernel, tuple(by_slot[old] for old in sorted(used))
+    return kernel, tuple(used)
 
 
 class PlanCache:
     """Plans by normalized graph (and optimizer setting), the least recently used dropped beyond `size`.
-    Counts how many it made, for tests and DEBUG."""
+    Counts how many it made, and how many it was given (plans restored from a plan store), for tests and
+    DEBUG."""
 
     def __init__(self, size: int = 256) -> None:
         self.plans: OrderedDict[tuple[UOp, bool], Plan] = OrderedDict()
-        self.size, self.made = size, 0
+        self.size, self.made, self.restored = size, 0, 0
 
     def get(self, graph: UOp, opt: bool) -> tuple[Plan, bool]:
         """The plan for `graph`, and whether it was new."""
+        found = self.find(graph, opt)
+        if found is not None:
+            return found, False
+        self.made += 1
+        return self._add((graph, opt), make_plan(graph, opt)), True
+
+    def find(self, graph: UOp, opt: bool) -> Plan | None:
+        """The plan for `graph` if it is here; makes nothing."""
         key = (graph, opt)
         found = self.plans.get(key)
         if found is not None:
             self.plans.move_to_end(key)
-            return found, False
-        plan = self.plans[key] = make_plan(graph, opt)
-        self.made += 1
+        return found
+
+    def add_restored(self, graph: UOp, opt: bool, plan: Plan) -> None:
+        """Keep a plan restored from a plan store, as if it had been made here."""
+        self.restored += 1
+        self._add((graph, opt), plan)
+
+    def _add(self, key: tuple[UOp, bool], plan: Plan) -> Plan:
+        self.plans[key] = plan
         if len(self.plans) > self.size:
             self.plans.popitem(last=False)
-        return plan, True
+        return plan

@@ -39,10 +39,13 @@ ROOT = None  # the block outside every loop
 Block = UOp | None
 
 
-def loop_ranges(nodes: Iterable[UOp]) -> dict[UOp, frozenset[UOp]]:
-    """For each node (sources first), the ranges whose loops must be open where it is computed."""
-    ranges: dict[UOp, frozenset[UOp]] = {}
+def loop_ranges(nodes: Iterable[UOp], known: dict[UOp, frozenset[UOp]] | None = None) -> dict[UOp, frozenset[UOp]]:
+    """For each node (sources first), the ranges whose loops must be open where it is computed. With
+    `known`, the answers already in it are kept and the new ones added to it."""
+    ranges: dict[UOp, frozenset[UOp]] = {} if known is None else known
     for u in nodes:
+        if u in ranges:
+            continue
         inner = frozenset().union(*(ranges[s] for s in u.src))
         if u.op is Ops.RANGE:
             inner |= {u}
@@ -75,8 +78,9 @@ def shared_scopes(kernel: UOp) -> dict[UOp, frozenset[UOp]]:
 
 
 def _accumulate(r: UOp, ctx: dict[str, Any]) -> UOp:
-    value, reduce_ranges = r.src[0], r.src[1:]
-    outer = loop_ranges(toposort(value))[value].union(*(ctx["scopes"].get(x, ()) for x in reduce_ranges))
+    value, reduce_ranges, known = r.src[0], r.src[1:], ctx["ranges"]
+    loop_ranges(toposort(value, lambda u: () if u in known else u.src), known)  # the copies of a tile share nodes
+    outer = known[value].union(*(ctx["scopes"].get(x, ()) for x in reduce_ranges))
     scope = sorted(outer - set(reduce_ranges), key=lambda x: x.arg.axis)
     dtype = accumulator_dtype(r.arg, r.scalar_dtype)  # float32 for a float16 sum: see accumulator_dtype
     acc = UOp(Ops.DEFINE_ACC, dtype, (reduce_identity(r.arg, dtype), *scope), ctx["accs"])
@@ -92,7 +96,8 @@ def expand_reduces(kernel: UOp) -> UOp:
     """Each REDUCE becomes an accumulator: declared where its result is used, updated inside its loops,
     and read (the END) after they close. The declaration depends on every enclosing range, so it sits
     inside those loops: each output element, and each thread, gets its own accumulator."""
-    return graph_rewrite(kernel, _reduces_to_accumulators, ctx={"accs": 0, "scopes": shared_scopes(kernel)})
+    ctx = {"accs": 0, "scopes": shared_scopes(kernel), "ranges": {}}
+    return graph_rewrite(kernel, _reduces_to_accumulators, ctx=ctx)
 
 
 class LoopTree:
@@ -101,6 +106,7 @@ class LoopTree:
     def __init__(self, nodes: list[UOp], ranges: dict[UOp, frozenset[UOp]]) -> None:
         self.parent: dict[UOp, Block] = {}
         self.depth: dict[Block, int] = {ROOT: 0}
+        self._common: dict[tuple[Block, Block], Block] = {}
         for end in reversed([u for u in nodes if u.op is Ops.END]):  # outer loops before the loops inside them
             outer: Block = self.innermost(ranges[end], end)
             for r in end.src[1:]:
@@ -152,8 +158,12 @@ class LoopTree:
         return inner
 
     def common(self, a: Block, b: Block) -> Block:
-        pa = set(self.path(a))
-        return next((r for r in reversed(self.path(b)) if r in pa), ROOT)
+        """The innermost loop around both blocks (kept: the same pairs come up once per edge of the graph)."""
+        found = self._common.get((a, b))
+        if found is None:
+            pa = set(self.path(a))
+            found = self._common[(a, b)] = next((r for r in reversed(self.path(b)) if r in pa), ROOT)
+        return found
 
 
 def _names(rs: Iterable[UOp | None]) -> str:
@@ -241,5 +251,10 @@ def _emit(items: dict[Block, set[UOp]], after: dict[UOp, set[UOp]], order: dict[
 def linearize(kernel: Kernel) -> LinearProgram:
     """The arrow from a kernel to its program: the kernel's opts applied, its nodes put in program order, and
     the reduce axes its loads stride along, which a renderer needs to decide what to vectorize."""
-    ast = apply_opts(kernel.ast, kernel.opts)
+    return linearize_optimized(kernel, apply_opts(kernel.ast, kernel.opts))
+
+
+def linearize_optimized(kernel: Kernel, ast: UOp) -> LinearProgram:
+    """linearize's second half: `ast` is the kernel's graph with its opts applied already (the driver times
+    the two halves apart)."""
     return LinearProgram(kernel.name, kernel.params, kernel.written, tuple(linear_order(ast)), strided_axes(ast))

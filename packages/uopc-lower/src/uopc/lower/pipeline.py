@@ -4,50 +4,172 @@
 
 Each stage's value is kept, with the time its arrow took, for whoever wants to look: DEBUG=4 prints the
 source, the benchmarks add up the times.
+
+A backend with a plan store keeps each compiled plan on disk under the plan's key (`plan_key`: a digest of
+the graph, the optimizer setting and the lowering code), and `restore_plan` reads it back in a new process:
+a warm start loads the binary and runs it from the plan's manifest, with no kernel made, linearized or
+rendered. The stages it skipped are made again only if someone looks at them.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import hashlib
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 
+import uopc.ir
+from uopc.ir import UOp, to_uir
 from uopc.lower.backend import Backend, Executable
-from uopc.lower.linearize import linearize
-from uopc.lower.stages import Binary, LinearProgram, Plan, Source
+from uopc.lower.kernelize import make_plan
+from uopc.lower.linearize import linearize, linearize_optimized
+from uopc.lower.opt import apply_opts
+from uopc.lower.rangeify import LowerError
+from uopc.lower.stages import Binary, Kernel, LinearProgram, Manifest, Plan, Source
 
 
 @dataclass(frozen=True)
 class StageTimes:
-    """Seconds each arrow of compile_plan took, for the whole plan."""
+    """Seconds each arrow of compile_plan took, for the whole plan (opts: applying the kernels' opts, the
+    first half of linearize). A plan restored from a plan store spent only `compile` (finding its binary)
+    and `load`."""
 
+    opts: float
     linearize: float
     render: float
     compile: float
     load: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class CompiledPlan:
     """A plan at every stage below it on one backend: its programs, their source, the binary, and the
-    executable that runs the plan's steps; programs[i] is the plan's kernel i."""
+    executable that runs the plan's steps; programs[i] is the plan's kernel i.
 
-    programs: tuple[LinearProgram, ...]
-    source: Source
+    The programs and the source come from `make_programs` and `make_source` the first time they are asked
+    for: compile_plan has them, a plan restored from a plan store makes them again only for a reader."""
+
     binary: Binary
     executable: Executable
     times: StageTimes
+    make_programs: Callable[[], tuple[LinearProgram, ...]] = field(repr=False)
+    make_source: Callable[[tuple[LinearProgram, ...]], Source] = field(repr=False)
+
+    @functools.cached_property
+    def programs(self) -> tuple[LinearProgram, ...]:
+        return self.make_programs()
+
+    @functools.cached_property
+    def source(self) -> Source:
+        return self.make_source(self.programs)
 
 
-def compile_plan(plan: Plan, backend: Backend) -> CompiledPlan:
-    """Linearize every kernel of `plan`, then render, compile and load them with `backend`'s three parts."""
+def compile_plan(plan: Plan, backend: Backend, key: str | None = None) -> CompiledPlan:
+    """Linearize every kernel of `plan`, then render, compile and load them with `backend`'s three parts;
+    with a `key` (plan_key) and a backend that has a plan store, keep the result there for a warm start."""
     start = time.perf_counter()
-    programs = tuple(linearize(k) for k in plan.kernels)
+    optimized = _optimized(plan.kernels)
+    opted = time.perf_counter()
+    programs = _programs(plan.kernels, optimized)
     linearized = time.perf_counter()
     source = backend.renderer.render(programs, plan.steps)
     rendered = time.perf_counter()
     binary = backend.compiler.compile(source)
+    if key is not None and backend.store is not None:
+        backend.store.keep(key, plan.manifest, binary)
     compiled = time.perf_counter()
     executable = backend.runtime.load(binary, programs, plan.steps)
     loaded = time.perf_counter()
-    times = StageTimes(linearized - start, rendered - linearized, compiled - rendered, loaded - compiled)
-    return CompiledPlan(programs, source, binary, executable, times)
+    times = StageTimes(opted - start, linearized - opted, rendered - linearized, compiled - rendered, loaded - compiled)
+    return CompiledPlan(binary, executable, times, lambda: programs, lambda _: source)
+
+
+def _optimized(kernels: tuple[Kernel, ...]) -> list[UOp]:
+    """Each kernel's graph with its opts applied, once per distinct graph and opts: a model's repeated layers
+    make the same kernels again (the GPT step's 146 kernels are 91 distinct ones), and nodes are
+    hash-consed, so equal graphs are one object and the lookup is by identity."""
+    done: dict[tuple[object, ...], UOp] = {}
+    out = []
+    for k in kernels:
+        key = (k.ast, tuple(sorted(k.opts.upcast.items())), tuple(sorted(k.opts.unroll.items())), k.opts.thread)
+        if key not in done:
+            done[key] = apply_opts(k.ast, k.opts)
+        out.append(done[key])
+    return out
+
+
+def _programs(kernels: tuple[Kernel, ...], optimized: list[UOp]) -> tuple[LinearProgram, ...]:
+    """Each kernel's program, linearized once per distinct optimized graph; a repeat is only renamed."""
+    done: dict[UOp, LinearProgram] = {}
+    out = []
+    for k, ast in zip(kernels, optimized, strict=True):
+        first = done.get(ast)
+        if first is None:
+            first = done[ast] = linearize_optimized(k, ast)
+        out.append(first if first.name == k.name else dataclasses.replace(first, name=k.name))
+    return tuple(out)
+
+
+@functools.cache
+def lowering_code() -> str:
+    """A digest of the source of uopc-ir and uopc-lower, which make a plan from a graph: part of every plan
+    key, so that a changed compiler never restores a plan an older one made."""
+    return code_digest([*uopc.ir.__path__, str(Path(__file__).parent)])
+
+
+def code_digest(folders: list[str]) -> str:
+    """A digest of every Python file in `folders`, by path and content."""
+    digest = hashlib.sha256()
+    for folder in folders:
+        for path in sorted(Path(folder).rglob("*.py")):
+            digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def plan_key(graph: UOp, opt: bool) -> str:
+    """The name a plan store keeps the plan of a normalized graph under: a digest of the graph's text, the
+    optimizer setting and the lowering code. The backend adds its own settings (its code, its compiler)."""
+    text = "\0".join([to_uir(graph), f"opt={opt}", lowering_code()])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def restore_plan(graph: UOp, opt: bool, backend: Backend, key: str) -> tuple[Plan, CompiledPlan] | None:
+    """The plan of `graph`, compiled on `backend`, read back from the backend's plan store; None when the
+    backend has no store or the store has no plan under `key`. Nothing is made, linearized or rendered:
+    the plan's kernels and the programs are made again only if someone asks for them."""
+    if backend.store is None:
+        return None
+    start = time.perf_counter()
+    found = backend.store.find(key)
+    if found is None:
+        return None
+    manifest, binary = found
+    looked_up = time.perf_counter()
+    executable = backend.store.load(binary, manifest)
+    loaded = time.perf_counter()
+    plan = Plan(
+        manifest.steps,
+        manifest.buffers,
+        manifest.n_inputs,
+        manifest.outputs,
+        make_kernels=lambda: _kernels_again(graph, opt, manifest),
+    )
+    times = StageTimes(0.0, 0.0, 0.0, looked_up - start, loaded - looked_up)
+    return plan, CompiledPlan(
+        binary,
+        executable,
+        times,
+        lambda: tuple(linearize(k) for k in plan.kernels),
+        lambda programs: backend.renderer.render(programs, plan.steps),
+    )
+
+
+def _kernels_again(graph: UOp, opt: bool, manifest: Manifest) -> tuple[Kernel, ...]:
+    """The kernels of a restored plan, made again; they must be those the stored manifest describes."""
+    plan = make_plan(graph, opt)
+    if plan.manifest != manifest:
+        raise LowerError("a plan store's manifest does not match the plan its graph makes now: the store is stale")
+    return plan.kernels

@@ -10,6 +10,7 @@ uopc.ir's symbolic rules as they are built, so a reshape of a permute leaves no 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from uopc.ir import (
@@ -34,6 +35,13 @@ from uopc.ir import (
 )
 
 Index = tuple[UOp, ...]
+
+# Kernels over the same shapes flatten and unflatten the same index expressions, and a model's repeated layers
+# make the same kernels again: three of every four simplifications in a GPT step's plan had been done before.
+# simplify's answer depends on its node alone (nodes are hash-consed: an equal expression is the same
+# object), so the answers are kept, the most recently used ones.
+_simplify = functools.lru_cache(maxsize=1 << 14)(simplify)
+
 Job = tuple[UOp, Index, UOp]  # (shaped node, index of the element wanted, is that element in bounds)
 
 
@@ -46,7 +54,7 @@ def flat_index(idx: Index, shape: Sequence[int]) -> UOp:
     flat = UOp.const(0, idx[0].scalar_dtype if idx else WIDE_INDEX)
     for i, s in zip(idx, shape, strict=True):
         flat = flat * s + i
-    return simplify(flat)
+    return _simplify(flat)
 
 
 def unflat_index(flat: UOp, shape: Sequence[int]) -> Index:
@@ -55,7 +63,7 @@ def unflat_index(flat: UOp, shape: Sequence[int]) -> Index:
     stride = prod(shape)
     for s in shape:
         stride //= s
-        out.append(simplify((flat // stride) % s) if s > 1 else flat.const_like(0))
+        out.append(_simplify((flat // stride) % s) if s > 1 else flat.const_like(0))
     return tuple(out)
 
 
@@ -69,16 +77,16 @@ def source_index(m: UOp, idx: Index, valid: UOp) -> tuple[Index, UOp]:
     if m.op is Ops.EXPAND:
         return tuple(i.const_like(0) if s == 1 else i for i, s in zip(idx, shape, strict=True)), valid
     if m.op is Ops.SHRINK:
-        return tuple(simplify(i + b) for i, (b, _) in zip(idx, arg, strict=True)), valid
+        return tuple(_simplify(i + b) for i, (b, _) in zip(idx, arg, strict=True)), valid
     if m.op is Ops.FLIP:
         return tuple(
-            simplify((s - 1) - i) if a in arg else i for a, (i, s) in enumerate(zip(idx, shape, strict=True))
+            _simplify((s - 1) - i) if a in arg else i for a, (i, s) in enumerate(zip(idx, shape, strict=True))
         ), valid
     # PAD: the element is real where every index lies inside the source; elsewhere it is the fill value 0
-    src_idx = tuple(simplify(i - b) for i, (b, _) in zip(idx, arg, strict=True))
+    src_idx = tuple(_simplify(i - b) for i, (b, _) in zip(idx, arg, strict=True))
     for i, s in zip(src_idx, shape, strict=True):
         valid = valid & (i >= 0) & (i < s)
-    return src_idx, simplify(valid)
+    return src_idx, _simplify(valid)
 
 
 class Rangeify:
@@ -129,7 +137,7 @@ class Rangeify:
             ptr = UOp.define_global(u.arg.slot, u.arg.size, u.scalar_dtype)
             return ptr.load(idx[0], None if valid.op is Ops.CONST and valid.arg else valid)
         if u.op is Ops.PAD:
-            return simplify(self.sources(job)[0][2].where(srcs[0], _zero(u)))
+            return _simplify(self.sources(job)[0][2].where(srcs[0], _zero(u)))
         if u.op in Ops.MOVEMENT or u.op in (Ops.CONTIGUOUS, Ops.DETACH):
             return srcs[0]
         if u.op is Ops.REDUCE_AXIS:
@@ -261,4 +269,4 @@ def rangeify(outputs: Sequence[tuple[UOp, UOp]]) -> UOp:
             flat_index(tuple(loops), shape), lowering.lower(graph_rewrite(value, _inline_calls), tuple(loops))
         )
         stores.append(store.end(*ranges) if ranges else store)
-    return narrow_indices(simplify(sink(*stores)))
+    return narrow_indices(_simplify(sink(*stores)))

@@ -11,10 +11,13 @@ itself. pipeline.py walks the arrows; backend.py says what a backend supplies.
 from __future__ import annotations
 
 import functools
+import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from uopc.ir import DType, Ops, UOp
+from uopc.ir import DType, Ops, UOp, dtypes
 from uopc.lower.opt import Opts
 from uopc.lower.rangeify import LowerError
 
@@ -78,6 +81,54 @@ class BufferSpec:
     size: int
 
 
+@dataclass(frozen=True)
+class Signature:
+    """What a caller needs to know about a kernel: its name, its parameters, the slots it writes."""
+
+    name: str
+    params: tuple[Param, ...]
+    written: frozenset[int]
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A plan as a runtime sees it: each kernel's signature, the calls, the buffers, which are inputs and
+    which hold the outputs. No graph: it is what a plan store keeps on disk beside the binary, and a warm
+    start runs a plan from it without making the plan's kernels."""
+
+    kernels: tuple[Signature, ...]
+    steps: tuple[Step, ...]
+    buffers: tuple[BufferSpec, ...]
+    n_inputs: int
+    outputs: tuple[int, ...]
+
+    def to_json(self) -> str:
+        def param(p: Param) -> list[Any]:
+            return [p.slot, p.dtype.name, p.size]
+
+        return json.dumps(
+            {
+                "kernels": [[k.name, [param(p) for p in k.params], sorted(k.written)] for k in self.kernels],
+                "steps": [[s.kernel, list(s.buffers)] for s in self.steps],
+                "buffers": [[b.dtype.name, b.size] for b in self.buffers],
+                "n_inputs": self.n_inputs,
+                "outputs": list(self.outputs),
+            }
+        )
+
+    @staticmethod
+    def from_json(text: str) -> Manifest:
+        """The manifest `to_json` wrote; a ValueError (or KeyError, TypeError) for text it did not write."""
+        d = json.loads(text)
+        kernels = tuple(
+            Signature(name, tuple(Param(slot, dtypes.by_name(t), size) for slot, t, size in params), frozenset(w))
+            for name, params, w in d["kernels"]
+        )
+        steps = tuple(Step(k, tuple(b)) for k, b in d["steps"])
+        buffers = tuple(BufferSpec(dtypes.by_name(t), size) for t, size in d["buffers"])
+        return Manifest(kernels, steps, buffers, d["n_inputs"], tuple(d["outputs"]))
+
+
 @dataclass(frozen=True, eq=False)
 class Plan:
     """How to compute a normalized graph: kernels, the buffers they use, and the order of calls.
@@ -86,13 +137,27 @@ class Plan:
     then one buffer per output, then intermediates. `outputs[i]` is the plan buffer holding root i.
     A plan is made once per graph structure (PlanCache), so it is compared and hashed by identity: what a
     backend builds from it can be kept by plan.
+
+    The kernels come from `make_kernels`, called the first time they are asked for: make_plan has them
+    already, but a plan read back from a plan store (a warm start, pipeline.py) runs from its manifest
+    alone, and makes its kernels again only for whoever looks at them (DEBUG=4, the stage viewer).
     """
 
-    kernels: tuple[Kernel, ...]
     steps: tuple[Step, ...]
     buffers: tuple[BufferSpec, ...]
     n_inputs: int
     outputs: tuple[int, ...]
+    make_kernels: Callable[[], tuple[Kernel, ...]] = field(repr=False)
+
+    @functools.cached_property
+    def kernels(self) -> tuple[Kernel, ...]:
+        return self.make_kernels()
+
+    @property
+    def manifest(self) -> Manifest:
+        """What running the plan needs, without the kernels' graphs."""
+        signatures = tuple(Signature(k.name, k.params, k.written) for k in self.kernels)
+        return Manifest(signatures, self.steps, self.buffers, self.n_inputs, self.outputs)
 
 
 @dataclass(frozen=True)
@@ -108,6 +173,10 @@ class LinearProgram:
     written: frozenset[int]  # the slots the program stores into
     uops: tuple[UOp, ...]
     strided_axes: frozenset[int]
+
+    @property
+    def signature(self) -> Signature:
+        return Signature(self.name, self.params, self.written)
 
     @functools.cached_property
     def flops(self) -> int:

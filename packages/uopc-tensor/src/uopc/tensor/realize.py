@@ -11,11 +11,23 @@ import itertools
 import os
 import time
 import weakref
+from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from uopc.ir import BufferArg, DType, Ops, UOp
-from uopc.lower import Backend, CompiledPlan, Plan, PlanCache, RealizeRecord, compile_plan, get_backend, normalize
+from uopc.lower import (
+    Backend,
+    CompiledPlan,
+    Plan,
+    PlanCache,
+    RealizeRecord,
+    compile_plan,
+    get_backend,
+    normalize,
+    plan_key,
+    restore_plan,
+)
 from uopc.tensor.errors import TensorError
 from uopc.tensor.viz import StagePages, viz_on
 
@@ -32,10 +44,14 @@ class Realizer:
       keeps its graph, because backward() walks it. Weak by graph: it goes when the tensor lets the graph go.
     - `leaves`: the tensors that require a gradient, by id. Weak: a leaf nobody holds any more is in no
       graph that backward() could walk. (By id, since a WeakSet would compare tensors with ==, elementwise.)
-    - `plans`: plans by normalized graph. Bounded (least recently used out), and otherwise kept for the
-      whole process: a training step that repeats finds its plan, and schedules nothing.
+    - `plans`: plans by normalized graph, made here or restored from the backend's plan store (a warm
+      start). Bounded (least recently used out), and otherwise kept for the whole process: a training step
+      that repeats finds its plan, and schedules nothing.
     - `compiled`: plan -> device -> the plan compiled on that device (its stages and its executable). Weak by
       plan: what was built for a plan lives exactly as long as the plan cache keeps the plan.
+    - `seconds`: stage name -> seconds spent in it, summed over the process: `schedule` (normalizing graphs
+      and finding or making their plans), the arrows of compile_plan (`opts`, `linearize`, `render`,
+      `compile`, `load`) and `run`. scripts/bench_compile.py reads it around a training step.
     - `pages`: with VIZ=1, the folder of this process's stage viewer pages and their titles (viz.py); kept
       for the whole process, so that its index lists every page.
     """
@@ -46,6 +62,7 @@ class Realizer:
         self.leaves: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
         self.plans = PlanCache()
         self.compiled: weakref.WeakKeyDictionary[Plan, dict[str, CompiledPlan]] = weakref.WeakKeyDictionary()
+        self.seconds: defaultdict[str, float] = defaultdict(float)
         self.pages = StagePages()
         self._buffer_ids = itertools.count()
 
@@ -55,13 +72,34 @@ class Realizer:
         self.buffers[u] = data
         return u
 
-    def compile(self, plan: Plan, backend: Backend) -> tuple[CompiledPlan, bool]:
-        """The plan compiled on `backend`, and whether it was compiled just now."""
+    def prepare(self, graph: UOp, opt: bool, backend: Backend) -> tuple[Plan, CompiledPlan, bool]:
+        """The plan of a normalized graph compiled on `backend`, and whether it was compiled just now.
+
+        A plan this process has not seen is looked for in the backend's plan store first (a warm start:
+        nothing is made or compiled); a plan made here is kept in the store for the next process."""
+        plan = self.plans.find(graph, opt)
+        key = plan_key(graph, opt) if backend.store is not None and plan is None else None
+        restored = restore_plan(graph, opt, backend, key) if key is not None else None
+        if restored is not None:
+            plan, compiled = restored
+            self.plans.add_restored(graph, opt, plan)
+            self.compiled[plan] = {backend.name: compiled}
+            self._count(compiled)
+            return plan, compiled, True
+        if plan is None:
+            plan, _ = self.plans.get(graph, opt)
         on_device = self.compiled.setdefault(plan, {})
         if backend.name in on_device:
-            return on_device[backend.name], False
-        on_device[backend.name] = compile_plan(plan, backend)
-        return on_device[backend.name], True
+            return plan, on_device[backend.name], False
+        if key is None and backend.store is not None:
+            key = plan_key(graph, opt)
+        compiled = on_device[backend.name] = compile_plan(plan, backend, key)
+        self._count(compiled)
+        return plan, compiled, True
+
+    def _count(self, compiled: CompiledPlan) -> None:
+        for stage, seconds in vars(compiled.times).items():
+            self.seconds[stage] += seconds
 
 
 realizer = Realizer()
@@ -103,30 +141,32 @@ def realize(roots: Sequence[UOp], device: str) -> list[UOp]:
     """Compute `roots` on `device`; returns a BUFFER node holding each root's value."""
     start = time.perf_counter()
     graph, inputs = normalize(roots, realizer.computed)  # what was computed before is read, not recomputed
-    plan, _ = realizer.plans.get(graph, optimizer_on())
-    planned = time.perf_counter()
     backend = get_backend(device)
-    compiled, new = realizer.compile(plan, backend)
+    plan, compiled, new = realizer.prepare(graph, optimizer_on(), backend)
+    scheduled = time.perf_counter()
+    planned = scheduled - start - (sum(vars(compiled.times).values()) if new else 0.0)  # compiling not counted
+    realizer.seconds["schedule"] += planned
     if new and debug_level() >= 4:
         print(compiled.source.text)
-    scheduled = time.perf_counter()
     buffers = [realizer.buffers[b] for b in inputs]
     buffers += [backend.runtime.allocate(spec.dtype, spec.size) for spec in plan.buffers[plan.n_inputs :]]
+    running = time.perf_counter()
     page = viz_on() and new  # a page per plan: a plan compiled before would show the same stages again
     run_seconds: tuple[float, ...] = ()
     if debug_level() >= 2 or page:
         run_seconds = _run_each(plan, compiled, buffers)
     else:
         compiled.executable.run(buffers)
+    ran = time.perf_counter()
+    realizer.seconds["run"] += ran - running
     if debug_level() >= 1:
-        ran = time.perf_counter()
         print(
-            f"realize: {len(plan.kernels)} kernels, schedule {(scheduled - start) * 1e3:.1f} ms, "
+            f"realize: {len(plan.steps)} kernels, schedule {(scheduled - start) * 1e3:.1f} ms, "
             f"run {(ran - scheduled) * 1e3:.1f} ms"
         )
     if page:
         number = realizer.pages.next_number()
-        realizer.pages.write(RealizeRecord(number, device, graph, plan, compiled, planned - start, run_seconds))
+        realizer.pages.write(RealizeRecord(number, device, graph, plan, compiled, planned, run_seconds))
     return [
         inputs[o] if o < plan.n_inputs else realizer.new_buffer(buffers[o], plan.buffers[o].dtype) for o in plan.outputs
     ]

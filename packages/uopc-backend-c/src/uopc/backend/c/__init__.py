@@ -10,6 +10,7 @@ from uopc.backend.c.compiler import DEFAULT_CFLAGS, CacheError, CCompiler, Compi
 from uopc.backend.c.program import ArgumentError, Program, numpy_dtype
 from uopc.backend.c.render import CRenderer, RenderError, batch_source, c_literal, render_c, render_kernel
 from uopc.backend.c.runtime import CExecutable, CRuntime
+from uopc.backend.c.store import CPlanStore
 
 __version__ = "0.1.0"
 
@@ -19,6 +20,7 @@ __all__ = [
     "ArgumentError",
     "CCompiler",
     "CExecutable",
+    "CPlanStore",
     "CRenderer",
     "CRuntime",
     "CacheError",

@@ -2,7 +2,8 @@
 
 The renderer writes a plan's programs as one C file (render.py), the compiler builds it with gcc into a
 content-addressed cache (compiler.py), and the runtime loads the library and runs it on numpy arrays
-(runtime.py).
+(runtime.py). The plan store (store.py) keeps each compiled plan's manifest beside its library, so that
+a new process restores the plan instead of compiling it again.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from uopc.backend.c.compiler import CCompiler
 from uopc.backend.c.render import CRenderer
 from uopc.backend.c.runtime import CRuntime
+from uopc.backend.c.store import CPlanStore
 from uopc.lower import Backend
 
-C_BACKEND = Backend("C", CRenderer(), CCompiler(), CRuntime())
+C_BACKEND = Backend("C", CRenderer(), CCompiler(), CRuntime(), CPlanStore())

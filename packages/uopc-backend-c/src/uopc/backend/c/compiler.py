@@ -20,8 +20,10 @@ import functools
 import hashlib
 import math
 import os
+import re
 import shlex
 import shutil
+import signal
 import stat
 import subprocess
 import tempfile
@@ -104,6 +106,20 @@ def native_target(cc: str, flags: str) -> str:
     )
 
 
+@functools.cache
+def native_exclusions(cc: str, flags: str) -> list[str]:
+    """Instruction sets -march=native turns on that uopc turns off again. gcc 12 with AVX512-FP16 emits masked
+    `vmovsh` stores that binutils 2.40 refuses ("unsupported masking for `vmovsh'"): a float16 select such as
+    `c ? x : 0` did not build. uopc computes float16 in float (C promotes _Float16 without AVX512-FP16, and
+    rounds each result back once), so nothing is lost."""
+    if "-march=native" not in flags:
+        return []
+    cmd = [*setting_words("CC", cc), "-march=native", "-Q", "--help=target"]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    enabled = {words[0] for words in map(str.split, done.stdout.splitlines()) if words[1:2] == ["[enabled]"]}
+    return ["-mno-avx512fp16"] if "-mavx512fp16" in enabled else []
+
+
 def cache_key(source: str, cc: str, flags: str) -> str:
     text = "\0".join([source, compiler_identity(cc), flags, native_target(cc, flags)])
     return hashlib.sha256(text.encode()).hexdigest()
@@ -154,6 +170,12 @@ def entry_folder(key: str) -> Path:
 
 def cached_library(key: str) -> Binary | None:
     """A verified library for `key`, or None; damaged files are deleted so the next build replaces them."""
+    found = cached_file(key, "lib-", ".so")
+    return None if found is None else Binary(key, *found)
+
+
+def cached_file(key: str, prefix: str, suffix: str) -> tuple[Path, bytes] | None:
+    """The path and bytes of a verified file `<prefix><digest><suffix>` in `key`'s entry, or None."""
     folder = checked_entry(key, create=False)
     try:
         names = sorted(os.listdir(folder)) if folder is not None else []
@@ -161,25 +183,38 @@ def cached_library(key: str) -> Binary | None:
         return None
     for name in names:
         path = entry_folder(key) / name
-        if not (name.startswith("lib-") and name.endswith(".so")):
+        if not (name.startswith(prefix) and name.endswith(suffix)):
             continue
         try:
-            data = _verified(path)
+            data = _verified(path, prefix, suffix)
             if data is not None:
                 os.utime(path)  # used now: eviction removes the least recently used first
-                return Binary(key, path, data)
+                return path, data
             path.unlink()
         except OSError:
             continue  # removed by another process meanwhile
     return None
 
 
-def _verified(path: Path) -> bytes | None:
-    """The library's bytes if they hash to its name; checked to be yours alone before it is read."""
+def _verified(path: Path, prefix: str = "lib-", suffix: str = ".so") -> bytes | None:
+    """The file's bytes if they hash to its name; checked to be yours alone before it is read."""
     with open(path, "rb") as f:
         check_private(os.fstat(f.fileno()), path)
         data = f.read()
-    return data if _digest(data) == path.name[4:-3] else None
+    return data if _digest(data) == path.name[len(prefix) : -len(suffix)] else None
+
+
+def store_file(key: str, prefix: str, suffix: str, data: bytes) -> Path:
+    """Write `data` into `key`'s entry as `<prefix><digest><suffix>`, atomically, readable by you alone."""
+    folder, tmp = _build_folder(key)
+    with tmp:
+        written = Path(tmp.name, "file")
+        written.write_bytes(data)
+        written.chmod(0o600)
+        final = folder / f"{prefix}{_digest(data)}{suffix}"
+        os.replace(written, final)
+    evict(folder.parent, keep=final)
+    return final
 
 
 def build_binary(source: str) -> Binary:
@@ -191,19 +226,91 @@ def build_binary(source: str) -> Binary:
         return found
     folder, tmp = _build_folder(key)
     with tmp:
-        Path(tmp.name, "kernel.c").write_text(source)
-        cmd = [*setting_words("CC", cc), *setting_words("CFLAGS", flags)]
-        cmd += ["-shared", "-fPIC", "-o", "kernel.so", "kernel.c", "-lm"]
-        done = subprocess.run(cmd, cwd=tmp.name, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise CompileError(f"{shlex.join(cmd)} failed:\n{done.stderr}", source)
-        built = Path(tmp.name, "kernel.so")
+        built = compile_units(Path(tmp.name), source, cc, flags)
         data = check_built(built, cc, flags)
         final = folder / f"lib-{_digest(data)}.so"
         built.chmod(0o700)  # yours alone, whatever the umask made it
         os.replace(built, final)  # atomic: readers see no file or the whole file
     evict(folder.parent, keep=final)
     return Binary(key, final, data)
+
+
+UNIT_BREAK = "/* uopc: unit */"  # a line the renderer writes between parts of a source that compile apart
+
+
+def compile_units(folder: Path, source: str, cc: str, flags: str) -> Path:
+    """Build `source` into `folder`/kernel.so. A source made of units (a header, then parts separated by
+    UNIT_BREAK lines: a plan's) is built as one translation unit per core, the header followed by a share
+    of the parts, by as many compilers at once; then linked. gcc spends its time per function, so the
+    shares balance the parts' lengths. The whole build has cc_timeout() seconds."""
+    parts = source.split(f"\n{UNIT_BREAK}\n")
+    jobs = min(len(parts) - 1, len(os.sched_getaffinity(0)))
+    base = [*setting_words("CC", cc), *setting_words("CFLAGS", flags), *native_exclusions(cc, flags)]
+    deadline = time.monotonic() + cc_timeout()
+    if jobs <= 1:
+        Path(folder, "kernel.c").write_text(source)
+        _run_all([([*base, "-shared", "-fPIC", "-o", "kernel.so", "kernel.c", "-lm"], source)], folder, deadline)
+        return folder / "kernel.so"
+    shares: list[list[str]] = [[] for _ in range(jobs)]
+    for part in sorted(parts[1:], key=len, reverse=True):  # each part to the share that is shortest so far
+        min(shares, key=lambda share: sum(map(len, share))).append(part)
+    units = ["\n\n".join([parts[0], *share]) + "\n" for share in shares]
+    for i, unit in enumerate(units):
+        Path(folder, f"unit{i}.c").write_text(unit)
+    objects = [([*base, "-fPIC", "-c", "-o", f"unit{i}.o", f"unit{i}.c"], unit) for i, unit in enumerate(units)]
+    _run_all(objects, folder, deadline)
+    link = [*base, "-shared", "-fPIC", "-o", "kernel.so", *(f"unit{i}.o" for i in range(jobs)), "-lm"]
+    _run_all([(link, source)], folder, deadline)
+    return folder / "kernel.so"
+
+
+def _run_all(commands: list[tuple[list[str], str]], folder: Path, deadline: float) -> None:
+    """Run the compiler commands at once, each given with the C it builds; a CompileError if one fails or if
+    they are not all done by `deadline`. Each runs in a session of its own, so that a compiler still running
+    then, and the processes it started (gcc's cc1, which would run on), can all be killed."""
+    running = [
+        (cmd, text, subprocess.Popen(cmd, cwd=folder, stderr=subprocess.PIPE, text=True, start_new_session=True))
+        for cmd, text in commands
+    ]
+    try:
+        for cmd, text, process in running:
+            try:
+                _, stderr = process.communicate(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                raise CompileError(_too_long(cmd, text), "") from None
+            if process.returncode != 0:
+                raise CompileError(f"{shlex.join(cmd)} failed:\n{stderr}", text)
+    finally:
+        for _, _, process in running:
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.communicate()
+
+
+def _too_long(cmd: list[str], text: str) -> str:
+    names = re.findall(r"^[^;\n]*\bvoid (\w+)\([^;\n]*\{$", text, re.MULTILINE)
+    what = f"kernel{'s' * (len(names) != 1)} {', '.join(names)}" if names else "its source"
+    return (
+        f"{shlex.join(cmd)} did not finish building {what} within UOPC_CC_TIMEOUT={cc_timeout():g} seconds, and "
+        f"was stopped. Some kernels take a compiler minutes (notebook entry 72); set UOPC_CC_TIMEOUT to more "
+        f"seconds (default {DEFAULT_CC_TIMEOUT}), or build with less optimization (CFLAGS with -O1)"
+    )
+
+
+DEFAULT_CC_TIMEOUT = 300  # seconds for one build: a plan's kernels build in seconds, a blow-up takes minutes
+
+
+def cc_timeout() -> float:
+    """How long one build may take: UOPC_CC_TIMEOUT seconds (fractions allowed), or DEFAULT_CC_TIMEOUT."""
+    text = os.environ.get("UOPC_CC_TIMEOUT") or str(DEFAULT_CC_TIMEOUT)
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise CompileError(f"UOPC_CC_TIMEOUT={text!r} is not a positive number of seconds", "")
+    return seconds
 
 
 def build_library(source: str) -> Path:
@@ -271,7 +378,7 @@ def evict(bucket: Path, keep: Path) -> None:
     Keys are uniform hashes, so each folder gets its share of the entries, and with every folder within its
     share the whole cache is within the limit; each build reads only its own folder (as ccache does)."""
     libraries = []
-    for lib in bucket.glob("*/lib-*.so"):
+    for lib in [*bucket.glob("*/lib-*.so"), *bucket.glob("*/plan-*.json")]:
         with contextlib.suppress(OSError):  # removed by another process meanwhile
             st = lib.stat()
             libraries.append((st.st_mtime_ns, st.st_size, lib))

@@ -11,6 +11,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 
+from uopc.backend.c.compiler import UNIT_BREAK
 from uopc.ir import AxisType, DType, Ops, UOp, UopcError, dtypes, vmax, vmin
 from uopc.lower import LinearProgram, Param, Source, Step
 
@@ -312,8 +313,7 @@ def render_kernel(program: LinearProgram) -> tuple[str, dict[str, str]]:
     w = _CWriter(program, vectorize_sums=not no_loop_vectorize(program))
     for u in program.uops:
         w.statement(u)
-    params = ", ".join(param_decl(p, p.slot in program.written) for p in program.params)
-    return "\n".join([f"{_attributes(program)}void {program.name}({params}) {{", *w.lines, "}"]), w.helpers
+    return "\n".join([f"{_attributes(program)}{_signature(program)} {{", *w.lines, "}"]), w.helpers
 
 
 def _attributes(program: LinearProgram) -> str:
@@ -407,7 +407,12 @@ C_KEYWORDS = frozenset(
 
 
 def batch_source(programs: Sequence[LinearProgram], steps: Sequence[Step]) -> str:
-    """One C file: every program, each helper once, and `uopc_plan`, which calls them in plan order."""
+    """One C file: every program, each helper once, and `uopc_plan`, which calls them in plan order.
+
+    A header declares every function; after it, each function and `uopc_plan` is a unit of its own,
+    separated by UNIT_BREAK lines, so a compiler may build them in several translation units at once. A
+    program equal to an earlier one but for its name (a repeated layer's kernel) is not written again: its
+    name is declared an alias of the earlier function, in that function's unit."""
     names = [k.name for k in programs]
     if len(set(names)) != len(names):
         raise RenderError(f"kernel names in one batch must be unique, got {names}")
@@ -415,14 +420,24 @@ def batch_source(programs: Sequence[LinearProgram], steps: Sequence[Step]) -> st
     if bad:
         raise RenderError(f"kernel names must be C identifiers that are not keywords or uopc_plan, got {bad}")
     helpers: dict[str, str] = {}
-    functions = []
+    first: dict[tuple[object, ...], str] = {}  # a program but for its name -> the name it was written under
+    units: dict[str, list[str]] = {}  # a written function's name -> its text, then the aliases of it
     for k in programs:
+        same = (k.uops, k.params, k.written, k.strided_axes)
+        if same in first:
+            units[first[same]].append(f'{_signature(k)} __attribute__((alias("{first[same]}")));')
+            continue
         function, used = render_kernel(k)
         helpers.update(used)
-        functions.append(function)
+        first[same], units[k.name] = k.name, [function]
     calls = [_call(programs, s) for s in steps]
     plan = "\n".join(["void uopc_plan(void* const* bufs) {", *calls, "}"])
-    return "\n\n".join([C_PRELUDE, *helpers.values(), *functions, plan]) + "\n"
+    header = "\n\n".join([C_PRELUDE, *helpers.values(), "\n".join(f"{_signature(k)};" for k in programs)])
+    return f"\n\n{UNIT_BREAK}\n".join([header, *("\n".join(u) for u in units.values()), plan]) + "\n"
+
+
+def _signature(k: LinearProgram) -> str:
+    return f"void {k.name}({', '.join(param_decl(p, p.slot in k.written) for p in k.params)})"
 
 
 def _call(programs: Sequence[LinearProgram], step: Step) -> str:

@@ -15,10 +15,10 @@ import numpy as np
 from uopc.backend.c.program import ArgumentError, CParam, check_arrays, load_binary, numpy_dtype
 from uopc.backend.c.render import RenderError
 from uopc.ir import DType
-from uopc.lower import Binary, LinearProgram, Step
+from uopc.lower import Binary, LinearProgram, Signature, Step
 
 
-def plan_buffers(programs: Sequence[LinearProgram], steps: Sequence[Step]) -> dict[int, CParam]:
+def plan_buffers(kernels: Sequence[Signature], steps: Sequence[Step]) -> dict[int, CParam]:
     """What each plan buffer the steps use must be: the dtype its kernels agree on, the largest size they use.
 
     A plan may hold buffers no kernel touches (an input whose every read was simplified away)."""
@@ -26,7 +26,7 @@ def plan_buffers(programs: Sequence[LinearProgram], steps: Sequence[Step]) -> di
     size: dict[int, int] = {}
     written: set[int] = set()
     for s in steps:
-        k = programs[s.kernel]
+        k = kernels[s.kernel]
         if len(s.buffers) != len(k.params):
             raise RenderError(f"step calls {k.name} with {len(s.buffers)} buffers; it takes {len(k.params)}")
         for b, p in zip(s.buffers, k.params, strict=True):
@@ -39,20 +39,21 @@ def plan_buffers(programs: Sequence[LinearProgram], steps: Sequence[Step]) -> di
 
 
 class CExecutable:
-    """A loaded plan: `run` calls the whole plan with one call into C; `run_kernel` calls one kernel."""
+    """A loaded plan: `run` calls the whole plan with one call into C; `run_kernel` calls one kernel. It
+    needs only the kernels' signatures, so a plan restored from the plan store loads without programs."""
 
-    def __init__(self, lib: ctypes.CDLL, programs: Sequence[LinearProgram], steps: Sequence[Step]) -> None:
-        self.programs, self.steps = list(programs), list(steps)
-        self.buffers = plan_buffers(programs, steps)
+    def __init__(self, lib: ctypes.CDLL, kernels: Sequence[Signature], steps: Sequence[Step]) -> None:
+        self.kernels, self.steps = list(kernels), list(steps)
+        self.buffers = plan_buffers(kernels, steps)
         self.plan = lib.uopc_plan
         self.plan.argtypes, self.plan.restype = [ctypes.c_void_p], None
         self.functions = []
-        for k in programs:
+        for k in kernels:
             fn = getattr(lib, k.name)
             fn.argtypes, fn.restype = [ctypes.c_void_p] * len(k.params), None
             self.functions.append(fn)
         self.params = [
-            [CParam(p.name, p.dtype, p.size, p.slot not in k.written) for p in k.params] for k in self.programs
+            [CParam(p.name, p.dtype, p.size, p.slot not in k.written) for p in k.params] for k in self.kernels
         ]
         self.n_buffers = max(self.buffers, default=-1) + 1
         self._pointers = ctypes.c_void_p * self.n_buffers
@@ -66,7 +67,7 @@ class CExecutable:
         self.plan(self._pointers(*(buffers[b].ctypes.data if b in self.buffers else None for b in range(n))))
 
     def run_kernel(self, index: int, buffers: Sequence[Any]) -> None:
-        check_arrays(self.programs[index].name, self.params[index], buffers)
+        check_arrays(self.kernels[index].name, self.params[index], buffers)
         self.functions[index](*(b.ctypes.data for b in buffers))
 
 
@@ -74,7 +75,7 @@ class CRuntime:
     """The C backend's runtime: buffers are flat numpy arrays, binaries are shared libraries."""
 
     def load(self, binary: Binary, programs: Sequence[LinearProgram], steps: Sequence[Step]) -> CExecutable:
-        return CExecutable(load_binary(binary), programs, steps)
+        return CExecutable(load_binary(binary), [p.signature for p in programs], steps)
 
     # Buffers are flat numpy arrays. numpy has no bfloat16, so a bfloat16 buffer is a uint16 array holding
     # the bit patterns (numpy_dtype): from_numpy takes such an array as it is, and to_numpy returns it as it
