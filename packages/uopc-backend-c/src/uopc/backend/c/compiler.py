@@ -108,16 +108,18 @@ def native_target(cc: str, flags: str) -> str:
 
 @functools.cache
 def native_exclusions(cc: str, flags: str) -> list[str]:
-    """Instruction sets -march=native turns on that uopc turns off again. gcc 12 with AVX512-FP16 emits masked
-    `vmovsh` stores that binutils 2.40 refuses ("unsupported masking for `vmovsh'"): a float16 select such as
-    `c ? x : 0` did not build. uopc computes float16 in float (C promotes _Float16 without AVX512-FP16, and
-    rounds each result back once), so nothing is lost."""
+    """Flags that keep gcc away from what it cannot build after -march=native. With AVX512-FP16, gcc 12's
+    if-conversion turns a float16 select stored to memory (`out = c ? x : 0`) into a zero-masked `vmovsh`
+    store, an encoding that does not exist (binutils 2.40: "unsupported masking for `vmovsh'"). Turning
+    AVX512-FP16 off would change float16 results (C would then keep _Float16 sums in float, rounding once
+    instead of after each op), so the scalar if-conversion is turned off instead; vectorized loops keep
+    their blends."""
     if "-march=native" not in flags:
         return []
     cmd = [*setting_words("CC", cc), "-march=native", "-Q", "--help=target"]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     enabled = {words[0] for words in map(str.split, done.stdout.splitlines()) if words[1:2] == ["[enabled]"]}
-    return ["-mno-avx512fp16"] if "-mavx512fp16" in enabled else []
+    return ["-fno-if-conversion"] if "-mavx512fp16" in enabled else []
 
 
 def cache_key(source: str, cc: str, flags: str) -> str:
