@@ -82,6 +82,9 @@ class Ops(enum.Enum):
     END = enum.auto()  # src = (statement, *ranges): the loops over ranges close after the statement
     ENDRANGE = enum.auto()  # in a linearized program only: the closing brace of src[0]'s loop
     SINK = enum.auto()  # gathers several roots into one graph
+    # GPU programs: the threads of a block working together
+    BARRIER = enum.auto()  # src = (shared buffer, *stores): the buffer once every thread of the block stored
+    SHUFFLE = enum.auto()  # src = (value, lane): the value that lane `lane` (mod 32) of this thread's warp holds
 
     def __repr__(self) -> str:
         return f"Ops.{self.name}"
@@ -139,6 +142,8 @@ class AxisType(enum.Enum):
     THREAD = "thread"  # an output axis split across CPU threads (an OpenMP parallel loop)
     UPCAST = "upcast"  # an output axis unrolled into several registers
     UNROLL = "unroll"  # a reduction axis unrolled into straight-line code
+    GROUP = "group"  # an output axis spread over the blocks of a GPU grid: one value per block (blockIdx)
+    LOCAL = "local"  # an axis spread over the threads of one GPU block: one value per thread (threadIdx)
 
 
 class RangeArg(NamedTuple):
@@ -902,6 +907,23 @@ def _check_end(u: UOp) -> Shape:
     return ()
 
 
+def _check_barrier(u: UOp) -> Shape:
+    buf = u.src[0] if u.src else None
+    shared = buf is not None and isinstance(buf.dtype, PtrDType) and buf.dtype.addrspace is AddrSpace.SHARED
+    if buf is None or buf.op is not Ops.DEFINE_GLOBAL or not shared:
+        raise _fail(u, "needs src = (shared buffer, *stores): a DEFINE_GLOBAL in shared memory first")
+    if u.dtype is not buf.dtype or any(s.op is not Ops.STORE or s.src[0] is not buf for s in u.src[1:]):
+        raise _fail(u, f"takes the dtype of its buffer ({buf.dtype.name}) and stores into that buffer after it")
+    return ()
+
+
+def _check_shuffle(u: UOp) -> Shape:
+    dt = _scalar_dtype(u)
+    if len(u.src) != 2 or u.src[0].dtype is not dt or u.src[1].dtype is not dtypes.int32:
+        raise _fail(u, f"needs src = (value of its dtype {dt.name}, int32 lane), got {[_describe(s) for s in u.src]}")
+    return ()
+
+
 def _check_void(u: UOp) -> Shape:
     if u.dtype is not dtypes.void:
         raise _fail(u, f"dtype must be void, got {u.dtype.name}")
@@ -933,6 +955,8 @@ _CHECKS: dict[Ops, Callable[[UOp], Shape]] = {
     Ops.END: _check_end,
     Ops.SINK: _check_void,
     Ops.ENDRANGE: _check_void,
+    Ops.BARRIER: _check_barrier,
+    Ops.SHUFFLE: _check_shuffle,
 }
 
 

@@ -14,13 +14,14 @@ the Tensor library can choose one by name (`DEVICE=C`) without importing any bac
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, Protocol
 
 from uopc.ir import DType
-from uopc.lower.stages import Binary, LinearProgram, Source, Step
+from uopc.lower.linearize import linearize
+from uopc.lower.stages import Binary, Kernel, LinearProgram, Source, Step
 
 
 # --8<-- [start:backend-protocol]
@@ -66,12 +67,14 @@ class Runtime(Protocol):
 
 @dataclass(frozen=True)
 class Backend:
-    """A backend is its three parts, under a name."""
+    """A backend is its three parts, under a name. A backend whose device runs kernels differently from
+    loops on a CPU brings its own arrow from a Kernel to its LinearProgram (a GPU maps loops onto threads)."""
 
     name: str
     renderer: Renderer
     compiler: Compiler
     runtime: Runtime
+    linearize: Callable[[Kernel], LinearProgram] = linearize
 
 
 # --8<-- [end:backend-protocol]

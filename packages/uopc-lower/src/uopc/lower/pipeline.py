@@ -12,7 +12,6 @@ import time
 from dataclasses import dataclass
 
 from uopc.lower.backend import Backend, Executable
-from uopc.lower.linearize import linearize
 from uopc.lower.stages import Binary, LinearProgram, Plan, Source
 
 
@@ -40,9 +39,10 @@ class CompiledPlan:
 
 
 def compile_plan(plan: Plan, backend: Backend) -> CompiledPlan:
-    """Linearize every kernel of `plan`, then render, compile and load them with `backend`'s three parts."""
+    """Linearize every kernel of `plan` (as `backend` linearizes), then render, compile and load them with
+    `backend`'s three parts."""
     start = time.perf_counter()
-    programs = tuple(linearize(k) for k in plan.kernels)
+    programs = tuple(backend.linearize(k) for k in plan.kernels)
     linearized = time.perf_counter()
     source = backend.renderer.render(programs, plan.steps)
     rendered = time.perf_counter()
