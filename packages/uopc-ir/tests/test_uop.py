@@ -146,6 +146,10 @@ def _smem(slot: int = 0) -> UOp:
     return UOp(Ops.DEFINE_GLOBAL, dtypes.f32.ptr(AddrSpace.SHARED), (), BufferArg(slot, 4))
 
 
+def _other_store() -> UOp:
+    return _smem(1).store(UOp.const(0), UOp.const(1.0))
+
+
 @pytest.mark.parametrize(
     ("build", "message"),
     [
@@ -180,7 +184,7 @@ def _smem(slot: int = 0) -> UOp:
         (lambda: UOp.define_global(0, 4).store(UOp.const(0), UOp.const(1)), "stores int32 into a float32 buffer"),
         (lambda: sink(UOp.const(1)).replace(dtype=dtypes.int32), "SINK: dtype must be void"),
         (lambda: UOp(Ops.BARRIER, dtypes.f32.ptr(), (UOp.define_global(0, 4),)), "BARRIER: needs .* shared memory"),
-        (lambda: UOp(Ops.BARRIER, dtypes.f32.ptr(AddrSpace.SHARED), (_smem(), _smem(1).store(UOp.const(0), UOp.const(1.0)))), "stores into"),
+        (lambda: UOp(Ops.BARRIER, dtypes.f32.ptr(AddrSpace.SHARED), (_smem(), _other_store())), "stores into"),
         (lambda: UOp(Ops.BARRIER, dtypes.i32.ptr(AddrSpace.SHARED), (_smem(),)), "takes the dtype of its buffer"),
         (lambda: UOp(Ops.SHUFFLE, dtypes.f32, (UOp.const(1.0), UOp.const(1.0))), "SHUFFLE: needs .* int32 lane"),
         (lambda: UOp(Ops.SHUFFLE, dtypes.f32, (UOp.const(1), UOp.const(1))), "SHUFFLE: needs src = \\(value of"),

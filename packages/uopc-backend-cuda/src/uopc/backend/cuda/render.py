@@ -212,7 +212,7 @@ class _CUDAWriter:
         elif u.op is Ops.DEFINE_ACC:
             self.value(u, self.expr[u.src[0]], "acc")
         elif u.op is Ops.ACCUMULATE:
-            self.line(f"{self.expr[u.src[0]]} = {self.alu(u.arg, u, (u.src[0], u.src[1]))};")
+            self.line(f"{self.expr[u.src[0]]} = {self.accumulate(u)};")
         elif u.op is Ops.END:
             if u.src[0].op is not Ops.STORE:
                 self.expr[u] = self.expr[u.src[0].src[0]] if u.src[0].op is Ops.ACCUMULATE else self.expr[u.src[0]]
@@ -222,6 +222,16 @@ class _CUDAWriter:
             self.value(u, self.alu(u.op, u, u.src), "alu")
         else:
             raise RenderError(f"the CUDA renderer has no rule for {u.op.name}")
+
+    def accumulate(self, u: UOp) -> str:
+        """acc + value, or fmaf(a, b, acc) for a product used nowhere else: nvcc fuses nothing by itself
+        (--fmad=false), so only the sums of products, as in a matmul, round once instead of twice."""
+        acc, value = u.src[0], u.src[1]
+        product = value.op is Ops.MUL and value.dtype in (dtypes.float32, dtypes.float64) and self.inlined(value)
+        if u.arg is Ops.ADD and product:
+            fma = "fmaf" if value.dtype is dtypes.float32 else "fma"
+            return f"{fma}({self.expr[value.src[0]]}, {self.expr[value.src[1]]}, {self.expr[acc]})"
+        return self.alu(u.arg, u, (acc, value))
 
     def shared(self, u: UOp) -> str:
         name = f"smem{u.arg.slot}"
