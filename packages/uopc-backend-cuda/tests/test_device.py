@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ def without_driver(monkeypatch: pytest.MonkeyPatch) -> None:
     def missing(name: str) -> ctypes.CDLL:
         raise OSError(f"{name}: cannot open shared object file: No such file or directory")
 
-    monkeypatch.setattr(driver_module.ctypes, "CDLL", missing)
+    monkeypatch.setattr(ctypes, "CDLL", missing)
     driver_module.driver.cache_clear()
     driver_module.context.cache_clear()
 
@@ -51,7 +52,7 @@ def test_a_driver_that_sees_no_gpu_says_so(monkeypatch: pytest.MonkeyPatch) -> N
         def cuGetErrorString(self, status: int, out: ctypes._Pointer[ctypes.c_char_p]) -> int:
             return 0
 
-    monkeypatch.setattr(driver_module.ctypes, "CDLL", lambda name: NoGPU())
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: NoGPU())
     driver_module.driver.cache_clear()
     with pytest.raises(CUDAError, match=r"DEVICE=CUDA: cuInit found no GPU .*DEVICE=EMU runs without one"):
         driver_module.driver()
@@ -73,7 +74,7 @@ def test_the_backend_loads_and_plans_without_touching_the_driver(monkeypatch: py
 # ---- on a GPU ---------------------------------------------------------------------------------------------
 
 
-def run_plan(backend: Backend, roots: list[UOp], inputs: list[np.ndarray]) -> list[np.ndarray]:  # type: ignore[type-arg]
+def run_plan(backend: Backend, roots: list[UOp], inputs: list[np.ndarray[Any, Any]]) -> list[np.ndarray[Any, Any]]:
     graph, _ = normalize(roots)
     plan = make_plan(graph)
     compiled = compile_plan(plan, backend)

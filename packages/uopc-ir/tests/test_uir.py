@@ -133,7 +133,10 @@ def _gpu_kernel() -> UOp:
     v = v + UOp(Ops.SHUFFLE, dtypes.float32, (v, lane ^ 1))
     smem = UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(AddrSpace.SHARED), (), BufferArg(0, 64))
     synced = UOp(Ops.BARRIER, smem.dtype, (smem, smem.store(lane, v)))
-    return sink(out.store(g, synced.load(UOp.const(0)) + synced.load(UOp.const(32))).end(g, lane))
+    total = synced.load(UOp.const(0)) + synced.load(UOp.const(32))
+    h = [a.load(g * 64 + lane + k).cast(dtypes.float16) for k in range(12)]
+    product = UOp(Ops.MMA, dtypes.float32, tuple(h), 2)  # element 2 of a lane's share of a 16 x 8 product
+    return sink(out.store(g, total + product).end(g, lane))
 
 
 ROUND_TRIP = {

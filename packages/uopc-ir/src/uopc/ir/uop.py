@@ -83,8 +83,9 @@ class Ops(enum.Enum):
     ENDRANGE = enum.auto()  # in a linearized program only: the closing brace of src[0]'s loop
     SINK = enum.auto()  # gathers several roots into one graph
     # GPU programs: the threads of a block working together
-    BARRIER = enum.auto()  # src = (shared buffer, *stores): the buffer once every thread of the block stored
+    BARRIER = enum.auto()  # src = (shared buffer, *stores): the buffer once every thread of the block has stored
     SHUFFLE = enum.auto()  # src = (value, lane): the value that lane `lane` (mod 32) of this thread's warp holds
+    MMA = enum.auto()  # src = 8 A and 4 B values of a lane; arg = i: element i of its D fragment (m16n8k16)
 
     def __repr__(self) -> str:
         return f"Ops.{self.name}"
@@ -907,13 +908,16 @@ def _check_end(u: UOp) -> Shape:
     return ()
 
 
+def _is_shared(u: UOp) -> bool:
+    return isinstance(u.dtype, PtrDType) and u.dtype.addrspace is AddrSpace.SHARED
+
+
 def _check_barrier(u: UOp) -> Shape:
     buf = u.src[0] if u.src else None
-    shared = buf is not None and isinstance(buf.dtype, PtrDType) and buf.dtype.addrspace is AddrSpace.SHARED
-    if buf is None or buf.op is not Ops.DEFINE_GLOBAL or not shared:
+    if buf is None or buf.op is not Ops.DEFINE_GLOBAL or not _is_shared(buf):
         raise _fail(u, "needs src = (shared buffer, *stores): a DEFINE_GLOBAL in shared memory first")
-    if u.dtype is not buf.dtype or any(s.op is not Ops.STORE or s.src[0] is not buf for s in u.src[1:]):
-        raise _fail(u, f"takes the dtype of its buffer ({buf.dtype.name}) and stores into that buffer after it")
+    if u.dtype is not buf.dtype or any(s.op is not Ops.STORE or not _is_shared(s.src[0]) for s in u.src[1:]):
+        raise _fail(u, f"takes the dtype of its buffer ({buf.dtype.name}) and stores into shared memory after it")
     return ()
 
 
@@ -921,6 +925,16 @@ def _check_shuffle(u: UOp) -> Shape:
     dt = _scalar_dtype(u)
     if len(u.src) != 2 or u.src[0].dtype is not dt or u.src[1].dtype is not dtypes.int32:
         raise _fail(u, f"needs src = (value of its dtype {dt.name}, int32 lane), got {[_describe(s) for s in u.src]}")
+    return ()
+
+
+def _check_mma(u: UOp) -> Shape:
+    half = (dtypes.float16, dtypes.bfloat16)
+    if len(u.src) != 12 or u.src[0].dtype not in half or any(s.dtype is not u.src[0].dtype for s in u.src):
+        got = [_describe(s) for s in u.src]
+        raise _fail(u, f"needs 12 sources of one 16-bit float dtype (8 of A, 4 of B), got {got}")
+    if u.dtype is not dtypes.float32 or u.arg not in range(4):
+        raise _fail(u, f"is float32 with arg 0..3 (which element of the D fragment), got {u.dtype.name} and {u.arg!r}")
     return ()
 
 
@@ -957,6 +971,7 @@ _CHECKS: dict[Ops, Callable[[UOp], Shape]] = {
     Ops.ENDRANGE: _check_void,
     Ops.BARRIER: _check_barrier,
     Ops.SHUFFLE: _check_shuffle,
+    Ops.MMA: _check_mma,
 }
 
 
@@ -984,6 +999,7 @@ _TAKES_ARG = Ops.MOVEMENT | {
     Ops.REDUCE,
     Ops.DEFINE_ACC,
     Ops.ACCUMULATE,
+    Ops.MMA,
 }
 
 

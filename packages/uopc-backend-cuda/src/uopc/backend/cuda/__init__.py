@@ -11,16 +11,8 @@ from uopc.backend.cuda.backend import CUDA_BACKEND, EMU_BACKEND
 from uopc.backend.cuda.compiler import KernelReport, NVCCCompiler, NVCCNotFound, build_cubin, ptxas_report
 from uopc.backend.cuda.driver import CUDAError, CUDAExecutable, CUDARuntime, DeviceBuffer, device_arch, device_name
 from uopc.backend.cuda.emulator import EmuCompiler, EmuExecutable, EmulationError, EmuRuntime, emulate
-from uopc.backend.cuda.mapping import (
-    LIMITS,
-    DeviceLimits,
-    GPUOpts,
-    GPUProgram,
-    Launch,
-    choose_gpu_opts,
-    lower_gpu,
-    map_kernel,
-)
+from uopc.backend.cuda.launch import LIMITS, DeviceLimits, GPUOpts, GPUProgram, Launch
+from uopc.backend.cuda.mapping import choose_gpu_opts, lower_gpu, map_kernel
 from uopc.backend.cuda.render import CUDARenderer, render_cuda, render_cuda_kernel
 
 __version__ = "0.1.0"

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from uopc.backend.c import ArgumentError, numpy_dtype
-from uopc.backend.cuda.mapping import GPUProgram
+from uopc.backend.cuda.launch import GPUProgram
 from uopc.ir import DType, dtypes
 from uopc.lower import Binary, LinearProgram, Step
 

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from uopc.backend.c import ArgumentError, CRuntime, build_cached, numpy_dtype
-from uopc.backend.cuda.mapping import GPU_KINDS, GPUProgram, Launch
+from uopc.backend.cuda.launch import GPU_KINDS, GPUProgram, Launch
 from uopc.ir import AddrSpace, DType, Ops, PtrDType, UOp, dtypes
 from uopc.lower import Binary, LinearProgram, Source, Step
 
@@ -247,6 +247,7 @@ class _Run:
         self.program, self.buffers, self.threads = program, buffers, threads
         self.values: dict[UOp, Any] = {}
         self.lanes = np.arange(threads.count)
+        self.products: dict[tuple[UOp, ...], tuple[list[Any], list[Vector]]] = {}
 
     def run(self) -> None:
         uops = self.program.uops
@@ -292,6 +293,8 @@ class _Run:
             v[u] = v[u.src[0]]
         elif u.op is Ops.SHUFFLE:
             v[u] = self.shuffle(u)
+        elif u.op is Ops.MMA:
+            v[u] = self.mma(u)
         elif u.op is Ops.DEFINE_ACC:
             v[u] = v[u.src[0]]
         elif u.op is Ops.ACCUMULATE:
@@ -315,25 +318,23 @@ class _Run:
         return self.buffers[u.arg.slot]
 
     # --8<-- [start:memory]
-    def where(self, u: UOp, verb: str) -> tuple[Vector, Vector]:
-        """The threads that access memory in `u` (a gated load skips those whose gate is false), and the
-        index each one accesses; an index outside the buffer is an error naming the thread."""
-        index = _vector(self.values[u.src[1]], self.threads.count)
-        lanes = self.lanes
+    def where(self, u: UOp, verb: str) -> tuple[Vector | None, Vector]:
+        """Which threads access memory in `u` (None: all of them; a gated load skips those whose gate is
+        false), and the index each accesses (one for all, when it is the same for all); an index outside
+        the buffer is an error naming the thread."""
+        index, lanes = np.asarray(self.values[u.src[1]]), None
         if u.op is Ops.LOAD and len(u.src) == 3:
             lanes = np.flatnonzero(_vector(self.values[u.src[2]], self.threads.count))
-            index = index[lanes]
+            index = _vector(index, self.threads.count)[lanes]
         size = u.src[0].arg.size if u.src[0].op is Ops.DEFINE_GLOBAL else u.src[0].src[0].arg.size
-        name = self.name(u.src[0])
-        bad = (index < 0) | (index >= size)
-        _report(
-            bad,
-            self.program.name,
-            self.threads,
-            lanes,
-            lambda e: f"{verb} {name}[{index[e]}], outside its {size} elements",
-        )
-        return lanes, index.astype(np.int64)
+        if index.size and (index.min() < 0 or index.max() >= size):
+            every = self.lanes if lanes is None else lanes
+            at = _vector(index, len(every))
+            name = self.name(u.src[0])
+            bad = (at < 0) | (at >= size)
+            outside = f"outside its {size} elements"
+            _report(bad, self.program.name, self.threads, every, lambda e: f"{verb} {name}[{at[e]}], {outside}")
+        return lanes, index
 
     def name(self, ptr: UOp) -> str:
         base = ptr if ptr.op is Ops.DEFINE_GLOBAL else ptr.src[0]
@@ -342,32 +343,40 @@ class _Run:
     def load(self, u: UOp) -> Vector:
         lanes, index = self.where(u, "loads")
         memory = self.values[u.src[0]]
-        out = np.zeros(self.threads.count, value_dtype(u.scalar_dtype))
         if isinstance(memory, SharedArray):
-            out[lanes] = memory.load(self.program.name, self.threads, (self.threads.slot[lanes], index), lanes)
-        elif u.dtype is dtypes.bfloat16:
-            out[lanes] = bfloat16_value(memory[index])
+            every = self.lanes if lanes is None else lanes
+            at = (self.threads.slot[every], _vector(index, len(every)))
+            read = memory.load(self.program.name, self.threads, at, every)
         else:
-            out[lanes] = memory[index]
+            read = memory[index]
+            read = bfloat16_value(read) if u.dtype is dtypes.bfloat16 else read
+        if lanes is None:
+            return np.asarray(read)
+        out = np.zeros(self.threads.count, value_dtype(u.scalar_dtype))
+        out[lanes] = read
         return out
 
     def store(self, u: UOp) -> None:
-        lanes, index = self.where(u, "stores to")
-        value = _vector(self.values[u.src[2]], self.threads.count)
+        _, index = self.where(u, "stores to")
+        value = np.asarray(self.values[u.src[2]])
         memory = self.values[u.src[0]]
         if isinstance(memory, SharedArray):
-            memory.store(self.program.name, self.threads, (self.threads.slot[lanes], index), lanes, value)
+            where = (self.threads.slot, _vector(index, self.threads.count))
+            memory.store(self.program.name, self.threads, where, self.lanes, _vector(value, self.threads.count))
             return
-        _report(
-            _repeated(index, value),
-            self.program.name,
-            self.threads,
-            lanes,
-            lambda e: (
-                f"stores to {self.name(u.src[0])}[{index[e]}], which another thread of the same "
-                "instruction stores a different value to"
-            ),
-        )
+        if index.ndim or value.ndim:  # one element written by several threads: they must agree
+            at, values = _vector(index, self.threads.count), _vector(value, self.threads.count)
+            _report(
+                _repeated(at, values),
+                self.program.name,
+                self.threads,
+                self.lanes,
+                lambda e: (
+                    f"stores to {self.name(u.src[0])}[{at[e]}], which another thread of the same "
+                    "instruction stores a different value to"
+                ),
+            )
+            value = value if index.ndim else value.reshape(-1)[0]  # one element, one value: they agree
         memory[index] = bfloat16_bits(value) if u.src[2].dtype is dtypes.bfloat16 else value
 
     # --8<-- [end:memory]
@@ -390,6 +399,47 @@ class _Run:
         return np.asarray(value[self.lanes - me + source])
 
     # --8<-- [end:shuffle]
+
+    # --8<-- [start:mma]
+    def mma(self, u: UOp) -> Vector:
+        """Element u.arg of each lane's share of its warp's product (mma.sync m16n8k16): the four MMA nodes of
+        one instruction share their sources, so the warps' products are computed once for all four."""
+        sources = [self.values[s] for s in u.src]
+        done = self.products.get(u.src)
+        if done is None or any(a is not b for a, b in zip(done[0], sources, strict=True)):
+            if self.threads.launch.threads % 32:
+                raise EmulationError(
+                    f"{self.program.name}: mma.sync needs whole warps, the block has "
+                    f"{self.threads.launch.threads} threads"
+                )
+            done = (sources, warp_products(sources, self.threads.thread))
+            self.products[u.src] = done
+        element: Vector = done[1][u.arg]
+        return element
+
+    # --8<-- [end:mma]
+
+
+# --8<-- [start:warp-products]
+def warp_products(values: Sequence[Any], thread: Vector) -> list[Vector]:
+    """mma.sync m16n8k16 as PTX documents it, for every warp at once: lane l of a warp holds elements of A
+    (16 x 16), B (16 x 8) and D = A*B (16 x 8) at the places fragment_rows_cols lists, with group l // 4 and
+    quad l % 4. The 16-bit inputs multiply exactly in float32; the sums of 16 products are rounded in
+    float32 (the hardware's order of addition is not documented, and may differ in the last bit)."""
+    count = len(thread)
+    lane, warp = thread % 32, np.arange(count) // 32
+    group, quad = lane // 4, lane % 4
+    a = np.zeros((count // 32, 16, 16), np.float32)
+    b = np.zeros((count // 32, 16, 8), np.float32)
+    for i in range(8):
+        a[warp, group + 8 * ((i // 2) % 2), quad * 2 + i % 2 + 8 * (i // 4)] = _vector(values[i], count)
+    for i in range(4):
+        b[warp, quad * 2 + i % 2 + 8 * (i // 2), group] = _vector(values[8 + i], count)
+    d = np.matmul(a, b)
+    return [d[warp, group + 8 * (i // 2), quad * 2 + i % 2] for i in range(4)]
+
+
+# --8<-- [end:warp-products]
 
 
 def _loop_ends(uops: Sequence[UOp]) -> dict[int, int]:

@@ -16,8 +16,16 @@ a strided part, and combine their partial sums with warp shuffles and a shared-m
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
+from uopc.backend.cuda.gemm import (
+    choose_tile,
+    find_matmul,
+    fits,
+    fits_tensor_cores,
+    tile_matmul,
+    tile_matmul_tensor_cores,
+)
+from uopc.backend.cuda.launch import LIMITS, GPUOpts, GPUProgram, Grid, Launch, axis_of
 from uopc.ir import (
     AddrSpace,
     AxisType,
@@ -33,70 +41,7 @@ from uopc.ir import (
     sink,
     substitute,
 )
-from uopc.lower import Kernel, LinearProgram, LowerError, linear_order
-
-
-# --8<-- [start:limits]
-@dataclass(frozen=True)
-class DeviceLimits:
-    """What a CUDA device allows a launch (the same on every GPU since compute capability 3.0)."""
-
-    max_threads: int = 1024  # threads per block
-    max_block: tuple[int, int, int] = (1024, 1024, 64)  # threads along x, y, z
-    max_grid: tuple[int, int, int] = (2**31 - 1, 65535, 65535)  # blocks along x, y, z
-    warp: int = 32  # threads that run each instruction together, and can exchange registers
-    max_shared_bytes: int = 48 * 1024  # static shared memory per block
-
-
-LIMITS = DeviceLimits()
-# --8<-- [end:limits]
-
-
-# --8<-- [start:gpu-opts]
-@dataclass(frozen=True)
-class GPUOpts:
-    """The knobs of the GPU mapping, chosen per kernel like the CPU's upcast and unroll.
-
-    threads: how many threads a block aims for (each output axis gets a divisor of its size).
-    reduce_threads: when above 0, the threads of one block share one output's reduction (cooperative).
-    """
-
-    threads: int = 256
-    reduce_threads: int = 0
-
-
-# --8<-- [end:gpu-opts]
-
-
-# --8<-- [start:launch]
-@dataclass(frozen=True)
-class Launch:
-    """How a GPU program is launched: blocks in the grid and threads in a block along x, y and z, and which
-    GROUP or LOCAL range of the program reads which of `blockIdx` and `threadIdx` (by the range's axis)."""
-
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    dims: tuple[tuple[AxisType, int, str], ...]  # (kind, axis, "blockIdx.x") for each GPU range
-
-    @property
-    def threads(self) -> int:
-        return math.prod(self.block)
-
-    def hardware(self, r: UOp) -> str:
-        """What range `r` reads: blockIdx.x, threadIdx.y, ..."""
-        return next(name for kind, axis, name in self.dims if (kind, axis) == (r.arg.kind, r.arg.axis))
-
-
-@dataclass(frozen=True)
-class GPUProgram(LinearProgram):
-    """A linear program that runs on a GPU: the program of one thread, and how many threads run it."""
-
-    launch: Launch
-
-
-# --8<-- [end:launch]
-
-GPU_KINDS = (AxisType.GROUP, AxisType.LOCAL)
+from uopc.lower import Kernel, LowerError, linear_order
 
 
 def _largest_divisor(n: int, at_most: int) -> int:
@@ -104,11 +49,7 @@ def _largest_divisor(n: int, at_most: int) -> int:
 
 
 def _output_ranges(ast: UOp) -> list[UOp]:
-    return sorted((u for u in ast.toposort() if u.op is Ops.RANGE and u.arg.kind is AxisType.LOOP), key=_axis)
-
-
-def _axis(r: UOp) -> int:
-    return int(r.arg.axis)
+    return sorted((u for u in ast.toposort() if u.op is Ops.RANGE and u.arg.kind is AxisType.LOOP), key=axis_of)
 
 
 def top_reduces(ast: UOp) -> list[UOp]:
@@ -123,7 +64,12 @@ COOPERATIVE_MIN_REDUCE = 64  # a shorter reduction is not worth the shuffles and
 
 
 def choose_gpu_opts(ast: UOp) -> GPUOpts:
-    """One thread per output, unless few outputs each reduce many values: then a block per output."""
+    """A matmul whose shape a tile divides is tiled in shared memory; otherwise one thread per output,
+    unless few outputs each reduce many values: then a block per output."""
+    mm = find_matmul(ast)
+    tiled = choose_tile(mm) if mm is not None else None
+    if tiled is not None:
+        return tiled
     outputs = math.prod(r.src[0].arg for r in _output_ranges(ast))
     reduces = top_reduces(ast)
     longest = max((max(x.src[0].arg for x in r.src[1:]) for r in reduces), default=0)
@@ -135,49 +81,12 @@ def choose_gpu_opts(ast: UOp) -> GPUOpts:
 # --8<-- [end:choose-gpu-opts]
 
 
-class _Ranges:
-    """Makes the GROUP and LOCAL ranges of a mapping and records which hardware index each one reads."""
-
-    def __init__(self) -> None:
-        self.grid, self.block = [1, 1, 1], [1, 1, 1]
-        self.dims: list[tuple[AxisType, int, str]] = []
-        self.made: list[UOp] = []
-
-    def group(self, size: int, axis: int, dim: int, like: UOp) -> UOp | None:
-        if size == 1:
-            return None
-        if size > LIMITS.max_grid[dim]:
-            raise LowerError(f"GPU mapping: {size} blocks along {'xyz'[dim]} exceed the grid's {LIMITS.max_grid[dim]}")
-        self.grid[dim] = size
-        return self._make(size, axis, AxisType.GROUP, f"blockIdx.{'xyz'[dim]}", like)
-
-    def local(self, size: int, axis: int, dim: int, like: UOp) -> UOp | None:
-        if size == 1:
-            return None
-        self.block[dim] = size
-        return self._make(size, axis, AxisType.LOCAL, f"threadIdx.{'xyz'[dim]}", like)
-
-    def _make(self, size: int, axis: int, kind: AxisType, name: str, like: UOp) -> UOp:
-        r = range_(UOp.const(size, like.scalar_dtype), axis, kind)
-        self.dims.append((kind, axis, name))
-        self.made.append(r)
-        return r
-
-    def launch(self) -> Launch:
-        grid, block = self.grid, self.block
-        return Launch((grid[0], grid[1], grid[2]), (block[0], block[1], block[2]), tuple(self.dims))
-
-    def ordered(self) -> list[UOp]:
-        """Every GPU range, blocks before threads: the order in which each thread's program opens them."""
-        return sorted(self.made, key=lambda r: (r.arg.kind is AxisType.LOCAL, _axis(r)))
-
-
-def _spread(sizes: list[tuple[UOp, int]], dim: int, threads: int, ranges: _Ranges) -> dict[UOp, UOp]:
+def _spread(sizes: list[tuple[UOp, int]], dim: int, threads: int, ranges: Grid) -> dict[UOp, UOp]:
     """The loops `sizes` (range, size), flattened into one index spread over blocks and threads along `dim`."""
     first, total = sizes[0][0], math.prod(n for _, n in sizes)
     local = _largest_divisor(total, min(threads, LIMITS.max_block[dim]))
-    g = ranges.group(total // local, _axis(first), dim, first)
-    lr = ranges.local(local, _axis(first), dim, first)
+    g = ranges.group(total // local, axis_of(first), dim, first)
+    lr = ranges.local(local, axis_of(first), dim, first)
     flat = first.const_like(0)
     if g is not None:
         flat = g * local if lr is not None else g
@@ -191,7 +100,7 @@ def _spread(sizes: list[tuple[UOp, int]], dim: int, threads: int, ranges: _Range
 
 
 # --8<-- [start:map-outputs]
-def map_outputs(outputs: list[UOp], opts: GPUOpts, ranges: _Ranges) -> dict[UOp, UOp]:
+def map_outputs(outputs: list[UOp], opts: GPUOpts, ranges: Grid) -> dict[UOp, UOp]:
     """Each output loop as an index computed from blockIdx and threadIdx: the innermost axis along x (so that
     neighbouring threads touch neighbouring elements), the next along y, all others flattened along z.
     A block holds about `opts.threads` threads, a divisor of each axis, so that no thread is left over."""
@@ -210,7 +119,7 @@ def map_outputs(outputs: list[UOp], opts: GPUOpts, ranges: _Ranges) -> dict[UOp,
 # --8<-- [end:map-outputs]
 
 
-def _rebuild_ends(ast: UOp, index: dict[UOp, UOp], ranges: _Ranges) -> UOp:
+def _rebuild_ends(ast: UOp, index: dict[UOp, UOp], ranges: Grid) -> UOp:
     """The kernel with its output loops replaced: each store now runs once per thread, inside the GPU ranges."""
     ends = []
     for end in ast.src:
@@ -239,10 +148,10 @@ def split_reduce(red: UOp, lane: UOp, threads: int) -> UOp:
     `r_outer*threads + lane` (neighbouring threads read neighbouring elements), and where that runs past the
     end, the thread contributes the reduction's identity and loads nothing."""
     value, loops = red.src[0], list(red.src[1:])
-    r = max(loops, key=lambda x: (x.src[0].arg, _axis(x)))
+    r = max(loops, key=lambda x: (x.src[0].arg, axis_of(x)))
     size = r.src[0].arg
     outer_size = -(-size // threads)
-    outer = range_(UOp.const(outer_size, r.scalar_dtype), _axis(r), AxisType.REDUCE) if outer_size > 1 else None
+    outer = range_(UOp.const(outer_size, r.scalar_dtype), axis_of(r), AxisType.REDUCE) if outer_size > 1 else None
     index = outer * threads + lane if outer is not None else lane
     valid = simplify(index < size)
     value = substitute(value, {r: index})
@@ -282,7 +191,7 @@ def combine_in_block(partial: UOp, op: Ops, lane: UOp, threads: int, slot: int) 
     return v
 
 
-def map_cooperative(ast: UOp, opts: GPUOpts, ranges: _Ranges) -> UOp:
+def map_cooperative(ast: UOp, opts: GPUOpts, ranges: Grid) -> UOp:
     """One block per output, all output loops flattened along the grid's x; the block's threads share each
     reduction whose result reaches a store."""
     outputs, threads = _output_ranges(ast), opts.reduce_threads
@@ -290,8 +199,8 @@ def map_cooperative(ast: UOp, opts: GPUOpts, ranges: _Ranges) -> UOp:
         raise LowerError(f"GPU mapping: a cooperative reduction takes whole warps, up to 1024 threads, not {threads}")
     index = _spread([(r, r.src[0].arg) for r in outputs], 0, 1, ranges) if outputs else {}
     reduces = top_reduces(ast)
-    first = max(reduces[0].src[1:], key=lambda x: (x.src[0].arg, _axis(x)))
-    lane = ranges.local(threads, _axis(first), 0, first)
+    first = max(reduces[0].src[1:], key=lambda x: (x.src[0].arg, axis_of(x)))
+    lane = ranges.local(threads, axis_of(first), 0, first)
     assert lane is not None
     combined = {}
     for slot, red in enumerate(reduces):
@@ -307,8 +216,15 @@ def map_cooperative(ast: UOp, opts: GPUOpts, ranges: _Ranges) -> UOp:
 # --8<-- [start:map-kernel]
 def map_kernel(ast: UOp, opts: GPUOpts) -> tuple[UOp, Launch]:
     """The kernel with its loops mapped onto a GPU's blocks and threads, and how to launch it."""
-    ranges = _Ranges()
-    if opts.reduce_threads and top_reduces(ast):
+    ranges = Grid()
+    mm = find_matmul(ast) if opts.tile != (0, 0, 0) else None
+    fitting = fits_tensor_cores if opts.tensor_cores else fits
+    if opts.tile != (0, 0, 0) and (mm is None or not fitting(mm, opts)):
+        how = "on tensor cores" if opts.tensor_cores else f"with {opts.thread_tile} outputs per thread"
+        raise LowerError(f"GPU mapping: tile {opts.tile} {how} does not fit this kernel")
+    if mm is not None:
+        mapped = (tile_matmul_tensor_cores if opts.tensor_cores else tile_matmul)(mm, opts, ranges)
+    elif opts.reduce_threads and top_reduces(ast):
         mapped = map_cooperative(ast, opts, ranges)
     else:
         mapped = _rebuild_ends(ast, map_outputs(_output_ranges(ast), opts, ranges), ranges)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from uopc.backend.c import RenderError, c_literal
-from uopc.backend.cuda.mapping import GPU_KINDS, GPUProgram
+from uopc.backend.cuda.launch import GPU_KINDS, GPUProgram
 from uopc.ir import AddrSpace, AxisType, DType, Ops, PtrDType, UOp, dtypes, vmin
 from uopc.lower import LinearProgram, Source, Step
 
@@ -100,6 +100,35 @@ _ROUND_BODIES = {
 # --8<-- [end:cuda-ops]
 
 
+# --8<-- [start:mma-helper]
+def mma_helper(dt: DType) -> tuple[str, str]:
+    """The name and definition of the helper that runs one mma.sync m16n8k16 for a lane: its 8 values of A and
+    4 of B packed in pairs into 32-bit registers (the first of a pair in the low half), D = A*B in float32."""
+    short, pack, pair = {
+        dtypes.float16: ("f16", "__floats2half2_rn", "__half2"),
+        dtypes.bfloat16: ("bf16", "__floats2bfloat162_rn", "__nv_bfloat162"),
+    }[dt]
+    name = f"mma_m16n8k16_{short}"
+    args = ", ".join([*(f"float a{i}" for i in range(8)), *(f"float b{i}" for i in range(4))])
+    body = [
+        f"static __device__ inline void {name}(float* d, {args}) {{",
+        f"  {pair} a[4] = {{{pack}(a0, a1), {pack}(a2, a3), {pack}(a4, a5), {pack}(a6, a7)}};",
+        f"  {pair} b[2] = {{{pack}(b0, b1), {pack}(b2, b3)}};",
+        "  const unsigned* ra = reinterpret_cast<const unsigned*>(a);",
+        "  const unsigned* rb = reinterpret_cast<const unsigned*>(b);",
+        f'  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{short}.{short}.f32 '
+        '{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"',
+        '    : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])',
+        '    : "r"(ra[0]), "r"(ra[1]), "r"(ra[2]), "r"(ra[3]), "r"(rb[0]), "r"(rb[1]),',
+        '      "f"(0.0f), "f"(0.0f), "f"(0.0f), "f"(0.0f));',
+        "}",
+    ]
+    return name, "\n".join(body)
+
+
+# --8<-- [end:mma-helper]
+
+
 def cuda_helper(kind: str, dt: DType) -> str:
     t = value_type(dt)
     family = "int" if dt.is_bool or (kind in ("max", "min") and dt.kind == "uint") else dt.kind
@@ -125,6 +154,8 @@ class _CUDAWriter:
         self.helpers: dict[str, str] = {}
         self.counts: dict[str, int] = {}
         self.depth = 1
+        self.shared_used = True  # whether shared memory may have been touched since the last barrier
+        self.products: dict[tuple[UOp, ...], str] = {}  # an mma instruction's sources -> its result array
         self.block: dict[UOp, UOp | None] = {}
         self.users: dict[UOp, list[UOp]] = {}
         open_loops: list[UOp] = []
@@ -182,6 +213,8 @@ class _CUDAWriter:
 
     # --8<-- [start:cuda-statement]
     def statement(self, u: UOp) -> None:
+        if u.op in (Ops.RANGE, Ops.ENDRANGE) or (u.op in (Ops.LOAD, Ops.STORE) and _shared(u.src[0])):
+            self.shared_used = True  # a loop's body may touch shared memory: a barrier after it waits for it
         if u.op is Ops.CONST:
             self.expr[u] = literal(u.arg, u.scalar_dtype)
         elif u.op is Ops.DEFINE_GLOBAL:
@@ -205,8 +238,12 @@ class _CUDAWriter:
                 value = f"{_NARROW[u.src[2].scalar_dtype]}({value})"
             self.line(f"{self.expr[u.src[0]]}[{self.expr[u.src[1]]}] = {value};")
         elif u.op is Ops.BARRIER:
-            self.line("__syncthreads();")
+            if self.shared_used:  # a barrier right after a barrier waits for nothing more
+                self.line("__syncthreads();")
+            self.shared_used = False
             self.expr[u] = self.expr[u.src[0]]
+        elif u.op is Ops.MMA:
+            self.mma(u)
         elif u.op is Ops.SHUFFLE:
             self.value(u, f"__shfl_sync(0xffffffffu, {self.expr[u.src[0]]}, {self.expr[u.src[1]]})", "alu")
         elif u.op is Ops.DEFINE_ACC:
@@ -222,6 +259,16 @@ class _CUDAWriter:
             self.value(u, self.alu(u.op, u, u.src), "alu")
         else:
             raise RenderError(f"the CUDA renderer has no rule for {u.op.name}")
+
+    def mma(self, u: UOp) -> None:
+        """The four MMA nodes of one instruction share their sources: the first one met writes the call."""
+        if u.src not in self.products:
+            name, helper = mma_helper(u.src[0].scalar_dtype)
+            self.helpers[name] = helper
+            self.products[u.src] = self.fresh("mma")
+            self.line(f"float {self.products[u.src]}[4];")
+            self.line(f"{name}({self.products[u.src]}, {', '.join(self.expr[s] for s in u.src)});")
+        self.expr[u] = f"{self.products[u.src]}[{u.arg}]"
 
     def accumulate(self, u: UOp) -> str:
         """acc + value, or fmaf(a, b, acc) for a product used nowhere else: nvcc fuses nothing by itself
