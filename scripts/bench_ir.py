@@ -20,8 +20,7 @@ from pathlib import Path
 import stamp
 from arguments import output_file, positive_int
 
-from uopc.ir import UOp, dtypes, param, parse, range_, run, simplify, stack, to_uir
-from uopc.ir.uop import prod
+from uopc.ir import UOp, dtypes, param, parse, prod, range_, run, simplify, stack, to_uir
 
 
 def build_chain(n: int) -> UOp:

@@ -101,7 +101,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "mod_bounds_off_by_one",
-        IR + "symbolic.py",
+        IR + "bounds.py",
         "        return 0, c - 1\n",
         "        return 0, c - 2\n",
         PROPERTIES,
@@ -142,7 +142,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "where_bounds_true_branch",
-        IR + "symbolic.py",
+        IR + "bounds.py",
         "    return min(a[0], b[0]), max(a[1], b[1])\n\n\ndef _bounds_cast",
         "    return a\n\n\ndef _bounds_cast",
         PROPERTIES,

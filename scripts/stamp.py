@@ -19,6 +19,7 @@ import os
 import re
 import struct
 import subprocess
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -128,6 +129,17 @@ def png_text(data: bytes) -> dict[str, str]:
             chunks[key.decode("latin-1")] = text.decode("latin-1")
         pos += 12 + length
     return chunks
+
+
+def png_with_stamp(data: bytes, line: str) -> bytes:
+    """A PNG's bytes with `line` added as its `uopc-stamp` text chunk, right after the header chunk (IHDR),
+    for pictures that no plotting library wrote (a browser's screenshots)."""
+    if data[:8] != b"\x89PNG\r\n\x1a\n" or data[12:16] != b"IHDR":
+        raise ValueError("png_with_stamp: not a PNG file (no signature and header chunk)")
+    body = PNG_KEY.encode("latin-1") + b"\0" + line.encode("latin-1")
+    chunk = struct.pack(">I", len(body)) + b"tEXt" + body + struct.pack(">I", zlib.crc32(b"tEXt" + body))
+    after_header = 8 + 12 + struct.unpack(">I", data[8:12])[0]  # the signature, then IHDR's length, type, data, CRC
+    return data[:after_header] + chunk + data[after_header:]
 
 
 def read(path: Path) -> Stamp | None:

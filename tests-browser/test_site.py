@@ -7,37 +7,24 @@ SVG. On a few pages, the search box must answer for terms the book defines (the 
 theme's mermaid loaded from a CDN, an offline page with a diagram threw inside the theme's script, and
 search never got past "Initializing search".
 
-Chromium is Debian's (`apt-get install chromium`); set CHROMIUM to use another binary.
+The browser, and the flags that cut it off from the network, are conftest.py's.
 """
 
 from __future__ import annotations
 
 import functools
 import http.server
-import os
 import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import BrowserContext, ConsoleMessage, Page, Request, Route, sync_playwright
+from playwright.sync_api import BrowserContext, ConsoleMessage, Page, Request, Route
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 ROOT = Path(__file__).resolve().parent.parent
 SITE = ROOT / "site"
-CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
-# The flags keep Chromium from reaching the internet on its own at start-up (updates, sync, first-run).
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-]
 # The theme draws each diagram into a closed shadow root; opening it lets the test look at the SVG.
 OPEN_SHADOW_ROOTS = """
 const attach = Element.prototype.attachShadow;
@@ -72,23 +59,9 @@ def origin() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def context(origin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
-    if not CHROMIUM.is_file():
-        pytest.fail(
-            f"Chromium is not installed at {CHROMIUM}: the book's browser test needs it. On Debian, run "
-            f"`apt-get update && apt-get install -y chromium`, or set CHROMIUM to the browser's path."
-        )
-    with sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(
-            user_data_dir=tmp_path_factory.mktemp("chromium-profile"),  # a fresh profile every run
-            executable_path=CHROMIUM,
-            headless=True,
-            args=FLAGS,
-            viewport={"width": 1280, "height": 900},
-        )
-        context.add_init_script(OPEN_SHADOW_ROOTS)
-        yield context
-        context.close()
+def context(origin: str, chromium: BrowserContext) -> BrowserContext:
+    chromium.add_init_script(OPEN_SHADOW_ROOTS)
+    return chromium
 
 
 class Visit:

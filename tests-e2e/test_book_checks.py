@@ -113,6 +113,24 @@ def test_a_picture_carries_its_stamp_in_a_text_chunk(repo: Path) -> None:
     assert stamp.read(picture) is None
 
 
+def test_a_screenshot_gets_its_stamp_in_a_valid_text_chunk(repo: Path) -> None:
+    made = stamp.make(["packages/p/src"])
+    plain = png_with_text("Software", "Chromium")
+    stamped = stamp.png_with_stamp(plain, made.line())
+    assert stamp.png_text(stamped) == {"Software": "Chromium", stamp.PNG_KEY: made.line()}
+    pos, kinds = 8, []
+    while pos < len(stamped):  # every chunk whole, with a right CRC, and the new one after the header
+        length, kind = struct.unpack(">I4s", stamped[pos : pos + 8])
+        end = pos + 8 + length
+        data, (crc,) = stamped[pos + 8 : end], struct.unpack(">I", stamped[end : end + 4])
+        assert crc == zlib.crc32(kind + data)
+        kinds.append(kind)
+        pos += 12 + length
+    assert kinds == [b"IHDR", b"tEXt", b"tEXt", b"IDAT", b"IEND"]
+    with pytest.raises(ValueError, match="not a PNG file"):
+        stamp.png_with_stamp(b"GIF89a", made.line())
+
+
 TABLE = """stamp: ...
 
 | setting | GFLOP/s | vs numpy |
@@ -200,6 +218,21 @@ def test_references_become_links_except_in_code_blocks() -> None:
     assert "[`test_uop.py`](../appendix/d1-uopc-ir.md#packages-uopc-ir-tests-test-uop-py)" in linked
     assert "```python\n`test_uop.py`\n```" in linked
     assert problems == ["`test_gone.py::test_x` names test_gone.py, which does not exist"]
+
+
+def test_a_file_that_appendix_d_shows_nowhere_is_reported_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Naming a browser test by its path stopped the build with a bare StopIteration: tests-browser/ was shown
+    on no page of Appendix D, and the link had nowhere to point. D.6 shows it now, and any other such file is a
+    problem in the list, like a file that does not exist."""
+    text = "The browser test `tests-browser/test_site.py` opens every page."
+    linked, problems = source.link_references(text, "book/08-kernels-and-plans.md")
+    assert not problems
+    assert "[`tests-browser/test_site.py`](../appendix/d6-tests-and-scripts.md#tests-browser-test-site-py)" in linked
+    monkeypatch.setattr(source, "PAGES", {k: v for k, v in source.PAGES.items() if k != "tests-browser/"})
+    linked, problems = source.link_references(text, "book/08-kernels-and-plans.md")
+    assert linked == text
+    shown_nowhere = "which no page of Appendix D shows"
+    assert problems == [f"`tests-browser/test_site.py` names tests-browser/test_site.py, {shown_nowhere}"]
 
 
 def test_every_definition_has_a_glossary_entry_and_every_entry_a_definition() -> None:

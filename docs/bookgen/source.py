@@ -25,6 +25,7 @@ PAGES = {
     "packages/uopc-backend-cuda/": "appendix/d4-uopc-backend-cuda.md",
     "packages/uopc-tensor/": "appendix/d5-uopc-tensor.md",
     "tests-e2e/": "appendix/d6-tests-and-scripts.md",
+    "tests-browser/": "appendix/d6-tests-and-scripts.md",
     "scripts/": "appendix/d6-tests-and-scripts.md",
 }
 # a code span naming a test file (with an optional ::test), a script, or a bare test function
@@ -74,6 +75,7 @@ def _test_files() -> dict[str, str]:
     """Every test file and script, by the name the prose uses for it (test_uop.py, scripts/bench_gemm.py)."""
     found = {p.name: p for p in ROOT.glob("packages/*/tests/test_*.py")}
     found |= {p.name: p for p in ROOT.glob("tests-e2e/test_*.py")}
+    found |= {p.name: p for p in ROOT.glob("tests-browser/test_*.py")}
     found |= {f"scripts/{p.name}": p for p in ROOT.glob("scripts/*.py")}
     return {name: p.relative_to(ROOT).as_posix() for name, p in found.items()}
 
@@ -106,6 +108,8 @@ def resolve(span: str) -> str | ValueError | None:
             return ValueError(f"`{span}` names {name}, which does not exist")
         if test is not None and test.split("::")[-1] not in _functions(path):
             return ValueError(f"`{span}`: {path} has no {test.split('::')[-1]}")
+        if not any(path.startswith(folder) for folder in PAGES):
+            return ValueError(f"`{span}` names {path}, which no page of Appendix D shows")
         return path
     if found := _TEST_SPAN.match(span):
         path = _test_index().get(found[1])

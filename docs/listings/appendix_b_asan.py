@@ -23,10 +23,10 @@ CHILD = r"""
 import numpy as np
 from uopc.backend.c import Program, render_c
 from uopc.ir import UOp
-from uopc.lower import Kernel, rangeify
+from uopc.lower import Kernel, linearize, rangeify
 
 x = UOp.buffer(0, 4)
-source = render_c(Kernel("padded", rangeify([(UOp.buffer(1, 7), x.pad(((2, 1),)))])))
+source = render_c(linearize(Kernel("padded", rangeify([(UOp.buffer(1, 7), x.pad(((2, 1),)))]))))
 print("\n".join(f"{n:3} | {line}" for n, line in enumerate(source.splitlines(), 1) if n > 3))  # after #includes
 out = np.zeros(7, np.float32)
 Program(source, "padded")(np.arange(1, 5, dtype=np.float32), out)

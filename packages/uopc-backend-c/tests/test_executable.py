@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from uopc.backend.c import C_BACKEND, ArgumentError, CExecutable, CRenderer, batch_source
+from uopc.backend.c import C_BACKEND, ArgumentError, CExecutable, CRenderer, RenderError, batch_source
 from uopc.ir import UOp, dtypes
 from uopc.lower import Kernel, Step, compile_plan, get_backend, linearize, make_plan, normalize, rangeify
 
@@ -120,11 +120,11 @@ def test_run_kernel_refuses_a_read_only_output_but_not_a_read_only_input(chain: 
 
 
 def test_inconsistent_plans_are_refused(build_kernels: Build) -> None:
-    with pytest.raises(ValueError, match="step calls scale with 3 buffers; it takes 2"):
+    with pytest.raises(RenderError, match="step calls scale with 3 buffers; it takes 2"):
         build_kernels([SCALE], [Step(0, (0, 1, 2))])
-    with pytest.raises(ValueError, match="plan buffer 1 is float32 in one kernel and int32 in to_int"):
+    with pytest.raises(RenderError, match="plan buffer 1 is float32 in one kernel and int32 in to_int"):
         build_kernels([SCALE, TO_INT], [Step(0, (0, 1)), Step(1, (2, 1))])
-    with pytest.raises(ValueError, match="kernel names in one batch must be unique"):
+    with pytest.raises(RenderError, match="kernel names in one batch must be unique"):
         batch_source([linearize(SCALE), linearize(SCALE)], [])
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pytest
 
-from uopc.backend.c import CExecutable, CRenderer
+from uopc.backend.c import CExecutable, CRenderer, RenderError
 from uopc.backend.c.compiler import cache_key, compiler, native_target
 from uopc.ir import UOp
 from uopc.lower import Kernel, Step, linearize, rangeify
@@ -27,7 +27,7 @@ def test_unused_plan_slots_are_not_touched(build_kernels: Build) -> None:
 def test_kernel_names_must_be_c_identifiers() -> None:
     kernel = rangeify([(UOp.buffer(0, 4), UOp.buffer(1, 4) * 2.0)])
     for name in ("double", "2x", "uopc_plan"):
-        with pytest.raises(ValueError, match="C identifiers"):
+        with pytest.raises(RenderError, match="C identifiers"):
             CRenderer().render([linearize(Kernel(name, kernel))], [Step(0, (0, 1))])
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from uopc.ir import Ops, UOp, dtypes, param, parse, run, simplify, substitute, to_uir, toposort, vmax, vmin
+from uopc.ir import Ops, UOp, draw, dtypes, param, parse, run, simplify, substitute, to_uir, toposort, vmax, vmin
 
 N = 200_000  # ADD nodes in each chain; with the PARAM and the constant that is N + 2 nodes
 DEFAULT_RECURSION_LIMIT = 1000  # CPython's
@@ -99,3 +99,9 @@ def test_text_round_trip(float_chain: UOp) -> None:
     text = to_uir(float_chain)
     assert text.count("\n") == N + 1  # the PARAM and every ADD; the constant 1.0 is written inline
     assert parse(text) is float_chain
+
+
+def test_draw(int_chain: UOp) -> None:
+    # the picture is cut near the root, but finding the cut and counting what it hid walks the whole chain
+    picture = draw(int_chain, max_nodes=50)
+    assert (picture.shown, picture.hidden) == (50, N + 1 - 50)  # the PARAM and every ADD; the constant is inline

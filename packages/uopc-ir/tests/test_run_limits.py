@@ -10,7 +10,7 @@ import re
 import pytest
 
 from uopc.ir import Ops, RunError, UOp, dtypes, run, stack, to_python
-from uopc.ir.symbolic import DEFAULT_MAX_ELEMENTS, element_limit
+from uopc.ir.interpret import DEFAULT_MAX_ELEMENTS, element_limit
 
 
 def _vector(values: list[float] | list[int]) -> UOp:

@@ -26,8 +26,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from uopc.ir import DType, Ops, UOp, dtypes, exec_alu, range_, round_to, run, sink, stack, to_python
-from uopc.ir.uop import ConstValue
+from uopc.ir import ConstValue, DType, Ops, UOp, dtypes, exec_alu, range_, round_to, run, sink, stack, to_python
 from uopc.lower import (
     Backend,
     Binary,

@@ -6,8 +6,10 @@ not at values: values are checked end to end by the backend and tensor suites.
 
 from __future__ import annotations
 
-from uopc.ir import Ops, UOp, dtypes
-from uopc.lower import PlanCache, make_plan, materialized, normalize
+import pytest
+
+from uopc.ir import Ops, UOp, UOpError, dtypes
+from uopc.lower import LowerError, PlanCache, kernel_params, make_plan, materialized, normalize, rangeify
 
 
 def buf(slot: int, *shape: int) -> UOp:
@@ -76,6 +78,13 @@ def test_kernels_receive_only_buffers_they_read() -> None:
     (kernel,) = plan.kernels
     assert len(kernel.params) == 2  # the output and y; x is gone
     assert plan.steps[0].buffers[1] == 1  # and its argument is y's plan buffer, not x's
+
+
+def test_kernel_parameters_with_a_gap_are_a_lowering_error() -> None:
+    # slots are argument positions: a kernel reading slot 2 but not slot 1 has no signature to call it by
+    with pytest.raises(LowerError, match=r"numbered 0..n-1 with no gap, got slots \[0, 2\]") as raised:
+        kernel_params(rangeify([(UOp.buffer(0, 4), UOp.buffer(2, 4) * 2.0)]))
+    assert not isinstance(raised.value, UOpError)  # the graph is well formed; lowering it failed
 
 
 def test_plans_are_cached_by_structure_not_by_buffer() -> None:

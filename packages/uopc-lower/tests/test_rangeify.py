@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from uopc.ir import AxisType, Ops, UOp, UOpError, dtypes, param, simplify, substitute
+from uopc.ir import AxisType, Ops, UOp, UopcError, UOpError, dtypes, param, simplify, substitute
 from uopc.lower import LowerError, rangeify
 
 
@@ -171,6 +171,8 @@ def test_bad_destination_is_refused(dest: UOp, problem: str) -> None:
         rangeify([(dest, UOp.buffer(0, 4) * 2.0)])
 
 
-def test_lower_error_is_a_uop_error() -> None:
-    # callers that catch the IR's construction errors also catch lowering errors
-    assert issubclass(LowerError, UOpError)
+def test_lower_error_is_a_stage_of_its_own() -> None:
+    # a graph that cannot be lowered is no malformed node: callers tell the two apart, and `except ValueError`
+    # (or `except UopcError`) still catches both
+    assert not issubclass(LowerError, UOpError)
+    assert issubclass(LowerError, UopcError) and issubclass(LowerError, ValueError)

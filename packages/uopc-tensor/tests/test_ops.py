@@ -662,6 +662,68 @@ def test_whole_powers_keep_integer_tensors_integer(k: int) -> None:
     np.testing.assert_array_equal(out.numpy(), x.astype(np.int64) ** k)
 
 
+INTEGER_POWER_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint32]
+
+
+def integer_edges(np_dtype: type) -> Array:
+    """Small bases and exponents, both ends of the range, and exponents as wide as the dtype has bits."""
+    info = np.iinfo(np_dtype)
+    small = [0, 1, 2, 3, 5, 7, 31, info.bits - 1, info.bits, info.max - 1, info.max]
+    signed = [-1, -2, -3, -7, info.min, info.min + 1] if info.min < 0 else []
+    return np.array(small + signed, np_dtype)
+
+
+@pytest.mark.parametrize("np_dtype", INTEGER_POWER_DTYPES)
+def test_integer_tensor_to_an_integer_tensor_power_wraps_as_numpy(np_dtype: type) -> None:
+    """Every pair of edge values with an exponent >= 0 (numpy refuses negative ones), as a column against a
+    row: the dtype stays, and overflow wraps as numpy's repeated products wrap."""
+    v = integer_edges(np_dtype)
+    base, expo = v.reshape(-1, 1), v[v >= 0].reshape(1, -1)
+    out = Tensor(base) ** Tensor(expo)
+    assert out.dtype is dtypes.by_name(np.dtype(np_dtype).name)
+    np.testing.assert_array_equal(out.numpy(), base**expo)
+
+
+@pytest.mark.parametrize("np_dtype", [np.int8, np.int32, np.int64])
+def test_negative_integer_exponents_follow_pytorch(np_dtype: type) -> None:
+    """numpy raises for an integer array to a negative integer power; PyTorch gives base ** e for the bases
+    1 and -1 and 0 for every other base, 0 included (these values were checked against torch 2.13)."""
+    info = np.iinfo(np_dtype)
+    bases: Array = np.array([0, 1, -1, 2, -2, 3, info.min, info.max], np_dtype).reshape(-1, 1)
+    expo: Array = np.array([-1, -2, -3, info.min, info.min + 1], np_dtype).reshape(1, -1)
+    parity: Array = (expo.astype(np.int64) % 2).astype(np_dtype)
+    want: Array = np.where(bases == 1, 1, np.where(bases == -1, 1 - 2 * parity, 0)).astype(np_dtype)
+    np.testing.assert_array_equal((Tensor(bases) ** Tensor(expo)).numpy(), want)
+
+
+def test_integer_powers_with_a_python_base_or_mixed_dtypes_stay_integer() -> None:
+    e = np.array([0, 1, 5, 30, 31, 40, -1], np.int32)
+    two = 2 ** Tensor(e)
+    assert two.dtype is dtypes.int32
+    np.testing.assert_array_equal(two.numpy(), [1, 2, 32, 2**30, -(2**31), 0, 0])  # 2 ** 31 wraps; 2 ** 40 is 0
+    wide = Tensor(np.array([3, -3], np.int32)) ** Tensor(np.array([39, 39], np.int64))
+    assert wide.dtype is dtypes.int64
+    np.testing.assert_array_equal(wide.numpy(), np.array([3, -3], np.int64) ** 39)  # exact: 3**39 < 2**63
+    flags = Tensor([True, False, False]) ** Tensor(np.array([2, 0, 3], np.int32))
+    assert flags.dtype is dtypes.int32 and flags.numpy().tolist() == [1, 1, 0]
+    halves = 0.5 ** Tensor(e[:3])
+    assert halves.dtype is dtypes.float32 and halves.numpy().tolist() == [1.0, 0.5, 0.03125]
+
+
+@pytest.mark.parametrize("np_dtype", [np.int32, np.int64])
+def test_integer_power_of_a_choice_between_fixed_values_builds_in_seconds(
+    np_dtype: type, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A base that is one of two values fixed for the whole kernel (a 0-d tensor or 0, by a mask): 31 squares
+    of such a base kept gcc busy for minutes with gigabytes. CC runs under a time limit here (which also makes
+    it a new compiler for the kernel cache, so the kernel is built afresh): a build past it is a CompileError."""
+    monkeypatch.setenv("CC", "timeout -s KILL 60 gcc")
+    e: Array = np.array([[-1, 0, 1], [2, 3, 31]], np_dtype)
+    k: Array = np.array(7, np_dtype)
+    got = ((Tensor(e) > 0).where(Tensor(k), 0) ** Tensor(e)).numpy()
+    np.testing.assert_array_equal(got, np.where(e > 0, k, 0) ** np.maximum(e, 0) * (e >= 0))
+
+
 def test_argmax_of_nan_is_the_first_nan_as_in_numpy() -> None:
     x = np.array([[1.0, np.nan, 2.0, np.nan], [3.0, 0.0, 1.0, 2.0]], dtype=np.float32)
     np.testing.assert_array_equal(Tensor(x).argmax(1).numpy(), np.argmax(x, 1))

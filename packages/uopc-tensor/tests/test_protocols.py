@@ -18,9 +18,8 @@ from typing import Any, cast
 import numpy as np
 import pytest
 
-from uopc.tensor import Tensor, TensorError, dtypes
+from uopc.tensor import Tensor, TensorError, TensorIndexError, dtypes
 from uopc.tensor.nn import Linear
-from uopc.tensor.tensor import TensorIndexError
 
 A = np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5  # [[-2.5 -1.5 -0.5] [0.5 1.5 2.5]]
 B = np.arange(4, dtype=np.float32).reshape(2, 2) * 10

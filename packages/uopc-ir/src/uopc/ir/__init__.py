@@ -1,35 +1,35 @@
 """uopc.ir: the graph IR of uopc, with no dependency beyond the standard library.
 
 Build graphs from `UOp` constructors or `.uir` text, rewrite them with `PatternMatcher` tables, simplify
-integer index arithmetic, bound it with `vmin`/`vmax`, evaluate closed programs with `run`, and draw them.
+integer index arithmetic, bound it with `vmin`/`vmax`, evaluate closed programs with `run`, and draw them
+(as Graphviz or Mermaid text, or as an SVG picture laid out here: `draw`).
+The names below are the package's contract: other packages import from here, never from the modules inside.
 """
 
+from uopc.ir.alu import exec_alu
+from uopc.ir.bounds import Interval, bounds, never_wraps, vmax, vmin
 from uopc.ir.dtype import AddrSpace, DType, PtrDType, dtypes, promote
-from uopc.ir.rewrite import PatternMatcher, RewriteError, UPat, graph_rewrite
-from uopc.ir.symbolic import (
-    RunError,
-    bounds,
-    exec_alu,
-    inline_call,
-    run,
-    simplify,
-    to_python,
-    vmax,
-    vmin,
-)
-from uopc.ir.uir import UIRSyntaxError, fmt, parse, to_uir
+from uopc.ir.errors import RewriteError, RunError, UIRSyntaxError, UopcError, UOpError
+from uopc.ir.interpret import inline_call, run, to_python
+from uopc.ir.operators import OpMixin
+from uopc.ir.ops import Ops
+from uopc.ir.rewrite import PatternMatcher, UPat, graph_rewrite
+from uopc.ir.svg import Picture, draw
+from uopc.ir.symbolic import build_sum, linear_terms, simplify
+from uopc.ir.uir import fmt, parse, to_uir, uir_lines
 from uopc.ir.uop import (
     AxisType,
     BufferArg,
-    Ops,
+    ConstValue,
     RangeArg,
     UOp,
-    UOpError,
     accumulator_dtype,
     call,
     cast,
     const,
+    operand_kinds,
     param,
+    prod,
     range_,
     round_to,
     sink,
@@ -46,9 +46,13 @@ __all__ = [
     "AddrSpace",
     "AxisType",
     "BufferArg",
+    "ConstValue",
     "DType",
+    "Interval",
+    "OpMixin",
     "Ops",
     "PatternMatcher",
+    "Picture",
     "PtrDType",
     "RangeArg",
     "RewriteError",
@@ -57,18 +61,25 @@ __all__ = [
     "UOp",
     "UOpError",
     "UPat",
+    "UopcError",
     "accumulator_dtype",
     "bounds",
+    "build_sum",
     "call",
     "cast",
     "const",
+    "draw",
     "dtypes",
     "exec_alu",
     "fmt",
     "graph_rewrite",
     "inline_call",
+    "linear_terms",
+    "never_wraps",
+    "operand_kinds",
     "param",
     "parse",
+    "prod",
     "promote",
     "range_",
     "round_to",
@@ -82,6 +93,7 @@ __all__ = [
     "to_python",
     "to_uir",
     "toposort",
+    "uir_lines",
     "vmax",
     "vmin",
     "where",

@@ -10,10 +10,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from uopc.ir.rewrite import RewriteError
-from uopc.ir.symbolic import RunError, run, simplify, to_python
-from uopc.ir.uir import UIRSyntaxError, fmt, parse, to_uir
-from uopc.ir.uop import UOpError
+from uopc.ir.errors import UIRSyntaxError, UopcError
+from uopc.ir.interpret import run, to_python
+from uopc.ir.symbolic import simplify
+from uopc.ir.uir import fmt, parse, to_uir
 from uopc.ir.viz import to_dot, to_mermaid
 
 
@@ -86,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UIRSyntaxError as e:
         print(f"{name}:{e.line}:{e.col}: {str(e).split(': ', 1)[1]}", file=sys.stderr)
         return 1
-    except (UOpError, RunError, RewriteError) as e:
+    except UopcError as e:  # a node, a rewrite or an evaluation the program asks for that cannot be
         print(f"{name}: {e}", file=sys.stderr)
         return 1
     return 0

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from uopc.ir.errors import UOpError
+
 Kind = Literal["void", "bool", "int", "uint", "float"]
 
 
@@ -150,7 +152,7 @@ class dtypes:
         found = _BY_NAME.get(name)
         if found is None:
             known = ", ".join(d.short for d in ALL_DTYPES)
-            raise ValueError(f"unknown dtype {name!r}; known dtypes: {known}")
+            raise UOpError(f"unknown dtype {name!r}; known dtypes: {known}")
         return found
 
     @staticmethod
@@ -166,7 +168,7 @@ class dtypes:
         for d in ALL_DTYPES:
             if np_name in (d.np_name, d.name):
                 return d
-        raise ValueError(f"numpy dtype {np_name!r} has no uopc equivalent")
+        raise UOpError(f"numpy dtype {np_name!r} has no uopc equivalent")
 
 
 ALL_DTYPES: tuple[DType, ...] = (

@@ -13,18 +13,17 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from uopc.ir.dtype import AnyDType
-from uopc.ir.uop import ConstValue, Ops, UOp, _argkey
+from uopc.ir.dtype import AnyDType, DType
+from uopc.ir.errors import RewriteError
+from uopc.ir.operators import OpMixin
+from uopc.ir.ops import Ops
+from uopc.ir.uop import ConstValue, UOp, _argkey
 
 _ANY = object()
 
 
-class RewriteError(RuntimeError):
-    """A rewrite that never reaches a fixed point (a cycle, or a table that keeps growing); names the rule."""
-
-
 # --8<-- [start:upat]
-class UPat:
+class UPat(OpMixin[ConstValue]):
     """A pattern over UOps. Every field left as None matches anything.
 
     op: an op or a collection of ops. dtype: a dtype or a collection of dtypes. src: a tuple of patterns,
@@ -65,29 +64,22 @@ class UPat:
         """The constant `value`, of exactly that Python type (0 does not match 0.0)."""
         return UPat(Ops.CONST, dtype, arg=value)
 
-    def _binary(self, op: Ops, other: UPat | ConstValue) -> UPat:
-        return UPat(op, src=(self, other if isinstance(other, UPat) else UPat.const(other)))
+    # --8<-- [start:upat-alu]
+    def _alu(self, op: Ops, *operands: UPat | ConstValue, reverse: bool = False) -> UPat:
+        """The pattern of `op` on this pattern and `operands`: a Python number matches that constant."""
+        srcs = [o if isinstance(o, UPat) else UPat.const(o) for o in operands]
+        return UPat(op, src=(*srcs, self) if reverse else (self, *srcs))
 
-    def __add__(self, other: UPat | ConstValue) -> UPat:
-        return self._binary(Ops.ADD, other)
+    # --8<-- [end:upat-alu]
 
-    def __mul__(self, other: UPat | ConstValue) -> UPat:
-        return self._binary(Ops.MUL, other)
-
-    def __floordiv__(self, other: UPat | ConstValue) -> UPat:
-        return self._binary(Ops.IDIV, other)
-
-    def __mod__(self, other: UPat | ConstValue) -> UPat:
-        return self._binary(Ops.MOD, other)
-
-    def __lt__(self, other: UPat | ConstValue) -> UPat:
-        return self._binary(Ops.CMPLT, other)
-
-    def ne(self, other: UPat | ConstValue) -> UPat:
-        return self._binary(Ops.CMPNE, other)
-
-    def where(self, a: UPat, b: UPat) -> UPat:
-        return UPat(Ops.WHERE, src=(self, a, b))
+    def _is_float(self) -> bool:
+        """A pattern's <= and >= take the form of its dtype: the pattern must say whether it is a float."""
+        kinds = {isinstance(d, DType) and d.is_float for d in self.dtypes or ()}
+        if len(kinds) != 1:
+            raise RewriteError(
+                f"{self!r}: <= and >= are spelled differently for floats and integers; give the pattern a dtype"
+            )
+        return kinds.pop()
 
     def __repr__(self) -> str:
         parts = [] if self.ops is None else ["|".join(sorted(o.name for o in self.ops))]

@@ -27,21 +27,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from uopc.ir.dtype import AddrSpace, AnyDType, DType, PtrDType, dtypes
-from uopc.ir.uop import AxisType, BufferArg, ConstValue, Ops, RangeArg, UOp, UOpError, toposort
-
-
-class UIRSyntaxError(ValueError):
-    """A .uir text that does not parse; says the line, the column and what was expected there."""
-
-    def __init__(self, line: int, col: int, message: str) -> None:
-        super().__init__(f"line {line}, column {col}: {message}")
-        self.line, self.col = line, col
-
+from uopc.ir.errors import UIRSyntaxError, UOpError
+from uopc.ir.ops import Ops
+from uopc.ir.uop import AxisType, BufferArg, ConstValue, RangeArg, UOp, toposort
 
 # ---------------------------------------------------------------------------------------------------------
 # dtypes and literals
@@ -183,15 +176,21 @@ ARG_CODECS: dict[Ops, Codec] = {
 # --8<-- [start:to-uir]
 def to_uir(root: UOp) -> str:
     """The text of the graph under `root`: every node once, sources first, constants written inline."""
+    return "\n".join(line for _, line in uir_lines(toposort(root))) + "\n"
+
+
+def uir_lines(nodes: Sequence[UOp]) -> list[tuple[UOp, str]]:
+    """The nodes of `nodes` that get a line, each with it, in their order (each after its sources: a toposort,
+    or a linear program), named %0, %1, ...; a constant is written inline where it is used, unless it is last."""
     names: dict[UOp, str] = {}
-    lines: list[str] = []
-    for u in toposort(root):
-        if u.op is Ops.CONST and u is not root:
+    lines: list[tuple[UOp, str]] = []
+    for k, u in enumerate(nodes):
+        if u.op is Ops.CONST and k < len(nodes) - 1:
             names[u] = literal_text(u.arg, u.scalar_dtype)
             continue
         names[u] = f"%{len(lines)}"
-        lines.append(f"{names[u]} = {_node_text(u, names)}")
-    return "\n".join(lines) + "\n"
+        lines.append((u, f"{names[u]} = {_node_text(u, names)}"))
+    return lines
 
 
 # --8<-- [start:node-text]
@@ -282,7 +281,7 @@ class _LineParser:
         tok = self.take("word", expected="a dtype")
         try:
             base = dtypes.by_name(tok.text)
-        except ValueError as e:
+        except UOpError as e:
             raise UIRSyntaxError(self.lineno, tok.col, str(e)) from None
         if not self.at("*"):
             return base
@@ -393,7 +392,7 @@ def _convert(value: ConstValue, dt: DType) -> ConstValue:
     if dt.is_float:
         return float(value)
     if dt.is_int and isinstance(value, float):
-        raise ValueError(f"{value!r} is not an integer")
+        raise UOpError(f"{value!r} is not an integer")
     return value
 
 

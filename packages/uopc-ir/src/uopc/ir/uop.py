@@ -13,111 +13,12 @@ import math
 import struct
 import weakref
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, TypeGuard
 
 from uopc.ir.dtype import AddrSpace, AnyDType, DType, PtrDType, dtypes, promote
-
-
-class UOpError(ValueError):
-    """A malformed node. Raised by the constructor of the first bad node, naming op, dtypes and shapes."""
-
-
-# --8<-- [start:ops]
-class Ops(enum.Enum):
-    """Every kind of node. The groups below (`Ops.UNARY`, `Ops.BINARY`, ...) say which rules apply."""
-
-    # values without inputs
-    CONST = enum.auto()  # a scalar constant; arg is the value
-    PARAM = enum.auto()  # the arg-th parameter of the CALL body it appears in
-    CALL = enum.auto()  # src = (body, *arguments): the body with its PARAMs bound to the arguments
-    STACK = enum.auto()  # a shaped constant: src are equal-shaped elements along a new leading axis
-    # unary ALU
-    NEG = enum.auto()
-    EXP = enum.auto()
-    LOG = enum.auto()
-    SQRT = enum.auto()
-    SIN = enum.auto()
-    COS = enum.auto()
-    # binary ALU
-    ADD = enum.auto()
-    SUB = enum.auto()
-    MUL = enum.auto()
-    DIV = enum.auto()  # true division, floats only
-    IDIV = enum.auto()  # floor division, integers only
-    MOD = enum.auto()  # floor modulo (the sign of the divisor), integers only
-    POW = enum.auto()  # floats only
-    MAX = enum.auto()
-    MIN = enum.auto()
-    CMPLT = enum.auto()
-    CMPEQ = enum.auto()
-    CMPNE = enum.auto()
-    AND = enum.auto()
-    OR = enum.auto()
-    XOR = enum.auto()
-    # ternary ALU
-    WHERE = enum.auto()  # src = (condition, value if true, value if false)
-    CAST = enum.auto()  # convert the value of src[0] to dtype
-    # movement: shaped graphs only; each one is an index transform
-    RESHAPE = enum.auto()
-    PERMUTE = enum.auto()
-    EXPAND = enum.auto()
-    SHRINK = enum.auto()
-    PAD = enum.auto()  # fills with zero of the dtype
-    FLIP = enum.auto()
-    # identities that carry a meaning for the Tensor library
-    CONTIGUOUS = enum.auto()  # the value of src[0], computed into a buffer of its own (a kernel boundary)
-    DETACH = enum.auto()  # the value of src[0], through which no gradient flows
-    # reductions
-    REDUCE_AXIS = enum.auto()  # shaped: arg = (op, axes); reduced axes keep size 1
-    REDUCE = enum.auto()  # lowered: src = (value, *ranges); arg = op
-    # memory
-    BUFFER = enum.auto()  # shaped: a flat input array; arg = BufferArg(slot, size)
-    DEFINE_GLOBAL = enum.auto()  # lowered: a kernel's pointer parameter; arg = BufferArg(slot, size)
-    LOAD = enum.auto()  # src = (pointer, index) or (pointer, index, gate)
-    STORE = enum.auto()  # src = (pointer, index, value)
-    DEFINE_ACC = enum.auto()  # src = (initial value, *enclosing ranges); arg = accumulator number
-    ACCUMULATE = enum.auto()  # src = (accumulator, value, *reduce ranges); arg = op: acc = op(acc, value)
-    # loops
-    RANGE = enum.auto()  # a loop index in [0, src[0]); arg = RangeArg(axis, kind)
-    END = enum.auto()  # src = (statement, *ranges): the loops over ranges close after the statement
-    ENDRANGE = enum.auto()  # in a linearized program only: the closing brace of src[0]'s loop
-    SINK = enum.auto()  # gathers several roots into one graph
-    # GPU programs: the threads of a block working together
-    BARRIER = enum.auto()  # src = (shared buffer, *stores): the buffer once every thread of the block has stored
-    SHUFFLE = enum.auto()  # src = (value, lane): the value that lane `lane` (mod 32) of this thread's warp holds
-    MMA = enum.auto()  # src = 8 A and 4 B values of a lane; arg = i: element i of its D fragment (m16n8k16)
-
-    def __repr__(self) -> str:
-        return f"Ops.{self.name}"
-
-    # members are singletons, so identity hashing is exact, and much faster than Enum's hash of the name
-    __hash__ = object.__hash__
-
-    UNARY: ClassVar[frozenset[Ops]]
-    BINARY: ClassVar[frozenset[Ops]]
-    TERNARY: ClassVar[frozenset[Ops]]
-    ALU: ClassVar[frozenset[Ops]]
-    COMPARISON: ClassVar[frozenset[Ops]]
-    COMMUTATIVE: ClassVar[frozenset[Ops]]
-    MOVEMENT: ClassVar[frozenset[Ops]]
-    REDUCE_OPS: ClassVar[frozenset[Ops]]
-
-
-# --8<-- [end:ops]
-
-
-Ops.UNARY = frozenset({Ops.NEG, Ops.EXP, Ops.LOG, Ops.SQRT, Ops.SIN, Ops.COS})
-Ops.BINARY = frozenset(
-    {Ops.ADD, Ops.SUB, Ops.MUL, Ops.DIV, Ops.IDIV, Ops.MOD, Ops.POW, Ops.MAX, Ops.MIN}
-    | {Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR}
-)
-Ops.TERNARY = frozenset({Ops.WHERE})
-Ops.ALU = Ops.UNARY | Ops.BINARY | Ops.TERNARY
-Ops.COMPARISON = frozenset({Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE})
-Ops.COMMUTATIVE = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.MIN, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR})
-Ops.MOVEMENT = frozenset({Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.SHRINK, Ops.PAD, Ops.FLIP})
-Ops.REDUCE_OPS = frozenset({Ops.ADD, Ops.MAX, Ops.MIN, Ops.MUL})
-"""The ops a reduction may combine values with."""
+from uopc.ir.errors import UOpError
+from uopc.ir.operators import OpMixin
+from uopc.ir.ops import Ops
 
 
 # --8<-- [start:accumulator-dtype]
@@ -235,7 +136,7 @@ def prod(xs: Iterable[int]) -> int:
 
 
 # --8<-- [start:uop-class]
-class UOp:
+class UOp(OpMixin[ConstValue]):
     """One node: an op, the type of its value, its source nodes, and an op-specific argument.
 
     The constructor looks the node up before building it, so structurally equal nodes are one object.
@@ -324,120 +225,22 @@ class UOp:
         return self if self.dtype is dtype else UOp(Ops.CAST, dtype, (self,))
 
     def alu(self, op: Ops, *others: UOp | ConstValue) -> UOp:
-        """Apply an ALU op to this node and `others`; Python scalars become constants of a fitting dtype."""
-        srcs = [self, *(o if isinstance(o, UOp) else _const_for(op, self, o) for o in others)]
-        if op in Ops.COMPARISON:
-            return UOp(op, dtypes.bool, srcs)
-        return UOp(op, self.dtype, srcs)
+        """Apply an ALU op to this node and `others`; Python numbers become constants of a fitting dtype."""
+        return self._alu(op, *others)
 
-    def where(self, a: UOp | ConstValue, b: UOp | ConstValue) -> UOp:
-        """`a` where this boolean node is true, else `b`; a Python scalar takes the other branch's dtype."""
-        if not isinstance(a, UOp):
-            a = b.const_like(a) if isinstance(b, UOp) else UOp.const(a)
-        if not isinstance(b, UOp):
-            b = a.const_like(b)
-        return UOp(Ops.WHERE, a.dtype, (self, a, b))
+    # --8<-- [start:uop-alu]
+    def _alu(self, op: Ops, *operands: UOp | ConstValue, reverse: bool = False) -> UOp:
+        """The node for `op` on this node and `operands` (the operator layer's one hook, see operators.py)."""
+        srcs = (*operands, self) if reverse else (self, *operands)
+        nodes = srcs if _all_nodes(srcs) else _lift_numbers(op, srcs)
+        # a comparison is bool; anything else has its operands' dtype, which for a WHERE is that of its branches
+        dtype = dtypes.bool if op in Ops.COMPARISON else nodes[-1].dtype
+        return UOp(op, dtype, nodes)
 
-    # ---- Python operators ----
-    def __add__(self, x: UOp | ConstValue) -> UOp:
-        return self.alu(Ops.ADD, x)
+    # --8<-- [end:uop-alu]
 
-    def __radd__(self, x: ConstValue) -> UOp:
-        return self.const_like(x).alu(Ops.ADD, self)
-
-    def __sub__(self, x: UOp | ConstValue) -> UOp:
-        return self.alu(Ops.SUB, x)
-
-    def __rsub__(self, x: ConstValue) -> UOp:
-        return self.const_like(x).alu(Ops.SUB, self)
-
-    def __mul__(self, x: UOp | ConstValue) -> UOp:
-        return self.alu(Ops.MUL, x)
-
-    def __rmul__(self, x: ConstValue) -> UOp:
-        return self.const_like(x).alu(Ops.MUL, self)
-
-    def __truediv__(self, x: UOp | ConstValue) -> UOp:
-        return self.alu(Ops.DIV, x)
-
-    def __rtruediv__(self, x: ConstValue) -> UOp:
-        return self.const_like(x).alu(Ops.DIV, self)
-
-    def __floordiv__(self, x: UOp | ConstValue) -> UOp:
-        return self.alu(Ops.IDIV, x)
-
-    def __rfloordiv__(self, x: ConstValue) -> UOp:
-        return self.const_like(x).alu(Ops.IDIV, self)
-
-    def __mod__(self, x: UOp | ConstValue) -> UOp:
-        return self.alu(Ops.MOD, x)
-
-    def __rmod__(self, x: ConstValue) -> UOp:
-        return self.const_like(x).alu(Ops.MOD, self)
-
-    def __pow__(self, x: UOp | ConstValue) -> UOp:
-        return self.alu(Ops.POW, x)
-
-    def __neg__(self) -> UOp:
-        return self.alu(Ops.NEG)
-
-    def __lt__(self, x: UOp | ConstValue) -> UOp:
-        return self.alu(Ops.CMPLT, x)
-
-    def __gt__(self, x: UOp | ConstValue) -> UOp:
-        other = x if isinstance(x, UOp) else self.const_like(x)
-        return other.alu(Ops.CMPLT, self)
-
-    # "not a > b" is one op, but true where a or b is NaN; floats need "a < b or a == b" (false for NaN)
-    def __le__(self, x: UOp | ConstValue) -> UOp:
-        if self.scalar_dtype.is_float:
-            return self.__lt__(x) | self.eq(x)
-        return self.__gt__(x).logical_not()
-
-    def __ge__(self, x: UOp | ConstValue) -> UOp:
-        if self.scalar_dtype.is_float:
-            return self.__gt__(x) | self.eq(x)
-        return self.__lt__(x).logical_not()
-
-    def __and__(self, x: UOp | ConstValue) -> UOp:
-        return self.alu(Ops.AND, x)
-
-    def __or__(self, x: UOp | ConstValue) -> UOp:
-        return self.alu(Ops.OR, x)
-
-    def __xor__(self, x: UOp | ConstValue) -> UOp:
-        return self.alu(Ops.XOR, x)
-
-    def eq(self, x: UOp | ConstValue) -> UOp:
-        """Elementwise ==; `==` itself stays identity, since UOps are dictionary keys."""
-        return self.alu(Ops.CMPEQ, x)
-
-    def ne(self, x: UOp | ConstValue) -> UOp:
-        return self.alu(Ops.CMPNE, x)
-
-    def logical_not(self) -> UOp:
-        return self.alu(Ops.CMPNE, True)
-
-    def maximum(self, x: UOp | ConstValue) -> UOp:
-        return self.alu(Ops.MAX, x)
-
-    def minimum(self, x: UOp | ConstValue) -> UOp:
-        return self.alu(Ops.MIN, x)
-
-    def exp(self) -> UOp:
-        return self.alu(Ops.EXP)
-
-    def log(self) -> UOp:
-        return self.alu(Ops.LOG)
-
-    def sqrt(self) -> UOp:
-        return self.alu(Ops.SQRT)
-
-    def sin(self) -> UOp:
-        return self.alu(Ops.SIN)
-
-    def cos(self) -> UOp:
-        return self.alu(Ops.COS)
+    def _is_float(self) -> bool:
+        return self.scalar_dtype.is_float
 
     # ---- movement and reduction on shaped graphs ----
     def reshape(self, shape: Sequence[int]) -> UOp:
@@ -490,14 +293,34 @@ class UOp:
         return UOp(Ops.END, dtype, (self, *ranges))
 
 
-def _const_for(op: Ops, like: UOp, value: ConstValue) -> UOp:
-    """The constant operand for `like <op> value`: of `like`'s dtype, so 2 * x keeps x's type."""
-    dtype = like.scalar_dtype
-    if op in (Ops.AND, Ops.OR, Ops.XOR, Ops.CMPNE, Ops.CMPEQ) and isinstance(value, bool) and dtype.is_bool:
-        return UOp.const(value, dtypes.bool)
-    if isinstance(value, float) and not dtype.is_float:
-        raise UOpError(f"{op.name}: float constant {value!r} with a {dtype.name} operand; cast the operand first")
-    return UOp.const(value, dtype)
+def _all_nodes(srcs: tuple[UOp | ConstValue, ...]) -> TypeGuard[tuple[UOp, ...]]:
+    for s in srcs:  # noqa: SIM110 (a loop, not all(): operators are the hottest path of every pass)
+        if not isinstance(s, UOp):
+            return False
+    return True
+
+
+# --8<-- [start:lift-numbers]
+def _lift_numbers(op: Ops, srcs: tuple[UOp | ConstValue, ...]) -> tuple[UOp, ...]:
+    """The scalar-lifting rule: a Python number next to a node becomes a constant of that node's dtype, so
+    2 * x keeps x's type; in a WHERE it takes the dtype of the other branch (both numbers: the first one's).
+    A float never silently becomes an integer constant."""
+    values = srcs[1:] if op is Ops.WHERE else srcs
+    nodes = [s for s in values if isinstance(s, UOp)]
+    numbers = [s for s in values if not isinstance(s, UOp)]
+    dtype = nodes[0].scalar_dtype if nodes else dtypes.from_python(numbers[0])
+    out = []
+    for s in srcs:
+        if isinstance(s, UOp):
+            out.append(s)
+        elif isinstance(s, float) and not dtype.is_float:
+            raise UOpError(f"{op.name}: float constant {s!r} with a {dtype.name} operand; cast the operand first")
+        else:
+            out.append(UOp.const(s, dtype))
+    return tuple(out)
+
+
+# --8<-- [end:lift-numbers]
 
 
 def const(value: ConstValue, dtype: DType | None = None) -> UOp:
@@ -657,6 +480,11 @@ _ALU_KINDS: dict[Ops, tuple[str, ...]] = {
 
 
 # --8<-- [end:alu-tables]
+
+
+def operand_kinds(op: Ops) -> tuple[str, ...] | None:
+    """The kinds of dtype ("bool", "int", "uint", "float") ALU op `op` is defined for; None for every kind."""
+    return _ALU_KINDS.get(op)
 
 
 # --8<-- [start:check-const]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from uopc.ir.ops import Ops
 from uopc.ir.uir import ARG_CODECS, dtype_text, literal_text
-from uopc.ir.uop import Ops, UOp, toposort
+from uopc.ir.uop import UOp, toposort
 
 
 def node_label(u: UOp) -> str:

@@ -3,7 +3,8 @@
 rangeify lowers movement ops and reductions to loops over flat buffers, kernelize cuts a graph into the
 kernels of a plan, the opts reshape a kernel's loops, linearize orders a kernel into a linear program, and
 compile_plan walks a plan down to an executable with a backend's renderer, compiler and runtime. The stages
-are plain values (stages.py); the backend protocol (backend.py) says what a backend must provide.
+are plain values (stages.py); the backend protocol (backend.py) says what a backend must provide, and the
+stage viewer (viewer.py) prints them all as one web page.
 """
 
 from uopc.lower.backend import Backend, BackendNotFound, Compiler, Executable, Renderer, Runtime, get_backend
@@ -23,6 +24,7 @@ from uopc.lower.stages import (
     Step,
     kernel_params,
 )
+from uopc.lower.viewer import RealizeRecord, index_page, stage_page
 
 __version__ = "0.1.0"
 
@@ -42,6 +44,7 @@ __all__ = [
     "Param",
     "Plan",
     "PlanCache",
+    "RealizeRecord",
     "Renderer",
     "Runtime",
     "Source",
@@ -52,6 +55,7 @@ __all__ = [
     "compile_plan",
     "expand_reduces",
     "get_backend",
+    "index_page",
     "kernel_params",
     "linear_order",
     "linearize",
@@ -59,4 +63,5 @@ __all__ = [
     "materialized",
     "normalize",
     "rangeify",
+    "stage_page",
 ]

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, Protocol
 
-from uopc.ir import DType
+from uopc.ir import DType, UopcError
 from uopc.lower.linearize import linearize
 from uopc.lower.stages import Binary, Kernel, LinearProgram, Source, Step
 
@@ -80,8 +80,8 @@ class Backend:
 # --8<-- [end:backend-protocol]
 
 
-class BackendNotFound(LookupError):
-    pass
+class BackendNotFound(UopcError, LookupError):
+    """No backend is registered under the name asked for; says which are installed."""
 
 
 @functools.cache

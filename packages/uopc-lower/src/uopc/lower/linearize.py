@@ -14,12 +14,24 @@ import heapq
 from collections.abc import Iterable
 from typing import Any
 
-from uopc.ir import DType, Ops, PatternMatcher, UOp, UPat, accumulator_dtype, dtypes, graph_rewrite, round_to, toposort
+from uopc.ir import (
+    DType,
+    Ops,
+    PatternMatcher,
+    UOp,
+    UopcError,
+    UPat,
+    accumulator_dtype,
+    dtypes,
+    graph_rewrite,
+    round_to,
+    toposort,
+)
 from uopc.lower.opt import apply_opts, strided_axes
 from uopc.lower.stages import Kernel, LinearProgram
 
 
-class LinearizeError(RuntimeError):
+class LinearizeError(UopcError, RuntimeError):
     """A kernel that cannot be ordered: a loop that is never closed, or nodes that cannot be scheduled."""
 
 

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from uopc.ir import AxisType, Ops, UOp, accumulator_dtype, range_, simplify, sink, substitute
-from uopc.ir.symbolic import linear_terms
-from uopc.ir.uop import prod
+from uopc.ir import AxisType, Ops, UOp, accumulator_dtype, linear_terms, prod, range_, simplify, sink, substitute
 from uopc.lower.rangeify import LowerError
 
 

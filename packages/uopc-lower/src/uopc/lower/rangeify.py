@@ -17,10 +17,13 @@ from uopc.ir import (
     Ops,
     PatternMatcher,
     UOp,
-    UOpError,
+    UopcError,
     UPat,
     dtypes,
     graph_rewrite,
+    inline_call,
+    never_wraps,
+    prod,
     range_,
     round_to,
     simplify,
@@ -29,14 +32,12 @@ from uopc.ir import (
     vmax,
     vmin,
 )
-from uopc.ir.symbolic import inline_call, never_wraps
-from uopc.ir.uop import prod
 
 Index = tuple[UOp, ...]
 Job = tuple[UOp, Index, UOp]  # (shaped node, index of the element wanted, is that element in bounds)
 
 
-class LowerError(UOpError):
+class LowerError(UopcError, ValueError):
     """A shaped graph rangeify cannot lower: an op with no meaning in a kernel, or outputs that disagree."""
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from uopc.ir import DType, Ops, UOp
 from uopc.lower.opt import Opts
+from uopc.lower.rangeify import LowerError
 
 
 # --8<-- [start:params]
@@ -40,7 +41,7 @@ def kernel_params(kernel: UOp) -> tuple[Param, ...]:
         if u.op is Ops.DEFINE_GLOBAL
     }
     if sorted(found) != list(range(len(found))):
-        raise ValueError(f"kernel parameters must be numbered 0..n-1 with no gap, got slots {sorted(found)}")
+        raise LowerError(f"kernel parameters must be numbered 0..n-1 with no gap, got slots {sorted(found)}")
     return tuple(found[s] for s in sorted(found))
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from uopc.ir import Ops, UOp, round_to
+from uopc.tensor.errors import TensorError
 
 
 def _const(like: UOp, value: float) -> UOp:
@@ -40,7 +41,7 @@ def _reduce_grad(u: UOp, g: UOp) -> tuple[UOp | None, ...]:
         hit = (x.eq(u.expand(x.shape)) | x.ne(x)).cast(x.scalar_dtype)
         count = hit.sum(u.arg[1]).expand(x.shape)
         return (spread * hit / count,)
-    raise NotImplementedError(f"no gradient for a REDUCE_AXIS with {u.arg[0].name}")
+    raise TensorError(f"no gradient for a REDUCE_AXIS with {u.arg[0].name}")
 
 
 def _extreme_grad(u: UOp, g: UOp) -> tuple[UOp | None, ...]:
@@ -129,7 +130,7 @@ def compute_gradients(loss: UOp, targets: Sequence[UOp]) -> dict[UOp, UOp]:
             continue
         rule = GRADIENT_RULES.get(u.op)
         if rule is None:
-            raise NotImplementedError(f"no gradient rule for {u.op.name} (dtype {u.dtype.name}, shape {u.shape})")
+            raise TensorError(f"no gradient rule for {u.op.name} (dtype {u.dtype.name}, shape {u.shape})")
         for src, sg in zip(u.src, rule(u, g), strict=True):
             if sg is None or src not in on_path or not _differentiable(src):
                 continue

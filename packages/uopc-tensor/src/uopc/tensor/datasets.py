@@ -43,8 +43,10 @@ from typing import Any
 
 import numpy as np
 
+from uopc.ir import UopcError
 
-class DatasetError(RuntimeError):
+
+class DatasetError(UopcError, RuntimeError):
     """No source of a data set worked; says what was tried and how to place the files by hand."""
 
 

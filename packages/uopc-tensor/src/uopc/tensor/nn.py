@@ -14,10 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from uopc.tensor.tensor import Tensor, TensorError
+from uopc.ir import UopcError
+from uopc.tensor.errors import TensorError
+from uopc.tensor.tensor import Tensor
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UopcError, ValueError):
     """A state dict that does not fit the model: names the missing, unexpected and misshapen keys."""
 
 
@@ -175,7 +177,7 @@ class Dropout(Module):
 
     def __init__(self, p: float = 0.5) -> None:
         if not 0.0 <= p < 1.0:
-            raise ValueError(f"Dropout: p must be in [0, 1), got {p}")
+            raise TensorError(f"Dropout: p must be in [0, 1), got {p}")
         self.p = p
 
     def forward(self, x: Tensor) -> Tensor:

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from uopc.tensor.tensor import Tensor, TensorError
+from uopc.tensor.errors import TensorError
+from uopc.tensor.tensor import Tensor
 
 State = tuple[Tensor, ...]
 

@@ -15,7 +15,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from uopc.ir import BufferArg, DType, Ops, UOp
-from uopc.lower import Backend, CompiledPlan, Plan, PlanCache, compile_plan, get_backend, normalize
+from uopc.lower import Backend, CompiledPlan, Plan, PlanCache, RealizeRecord, compile_plan, get_backend, normalize
+from uopc.tensor.errors import TensorError
+from uopc.tensor.viz import StagePages, viz_on
 
 if TYPE_CHECKING:
     from uopc.tensor.tensor import Tensor
@@ -35,6 +37,8 @@ class Realizer:
       whole process: a training step that repeats finds its plan, and schedules nothing.
     - `compiled`: plan -> device -> the plan compiled on that device (its stages and its executable). Weak by
       plan: what was built for a plan lives exactly as long as the plan cache keeps the plan.
+    - `pages`: with VIZ=1, the folder of this process's stage viewer pages and their titles (viz.py); kept
+      for the whole process, so that its index lists every page.
     """
 
     def __init__(self) -> None:
@@ -43,6 +47,7 @@ class Realizer:
         self.leaves: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
         self.plans = PlanCache()
         self.compiled: weakref.WeakKeyDictionary[Plan, dict[str, CompiledPlan]] = weakref.WeakKeyDictionary()
+        self.pages = StagePages()
         self._buffer_ids = itertools.count()
 
     def new_buffer(self, data: Any, dtype: DType) -> UOp:
@@ -68,7 +73,7 @@ def debug_level() -> int:
     """DEBUG as a level from 0 to 4; a value that is not a number is refused with a message naming it."""
     text = os.environ.get("DEBUG", "0").strip() or "0"
     if not text.isdigit():
-        raise ValueError(f"DEBUG must be a level from 0 to 4, got {text!r}")
+        raise TensorError(f"DEBUG must be a level from 0 to 4, got {text!r}")
     return int(text)
 
 
@@ -77,8 +82,10 @@ def optimizer_on() -> bool:
     return os.environ.get("OPT", "1") != "0"
 
 
-def _run_each(plan: Plan, compiled: CompiledPlan, buffers: list[Any]) -> None:
-    """DEBUG >= 2: run the kernels one at a time, timing each (twice at DEBUG >= 3)."""
+def _run_each(plan: Plan, compiled: CompiledPlan, buffers: list[Any]) -> tuple[float, ...]:
+    """Run the kernels one at a time, timing each (twice at DEBUG >= 3), for DEBUG >= 2, which prints the
+    times, and for VIZ's pages; returns each step's first time."""
+    first = []
     for step in plan.steps:
         program, args = compiled.programs[step.kernel], [buffers[b] for b in step.buffers]
         times = []
@@ -86,9 +93,12 @@ def _run_each(plan: Plan, compiled: CompiledPlan, buffers: list[Any]) -> None:
             start = time.perf_counter()
             compiled.executable.run_kernel(step.kernel, args)
             times.append(time.perf_counter() - start)
-        gflops = program.flops / times[0] / 1e9 if times[0] > 0 else 0.0
-        again = f"  (again: {times[1] * 1e3:.3f} ms)" if len(times) > 1 else ""
-        print(f"  {program.name:32s} {times[0] * 1e3:9.3f} ms {gflops:9.2f} GFLOP/s{again}")
+        first.append(times[0])
+        if debug_level() >= 2:
+            gflops = program.flops / times[0] / 1e9 if times[0] > 0 else 0.0
+            again = f"  (again: {times[1] * 1e3:.3f} ms)" if len(times) > 1 else ""
+            print(f"  {program.name:32s} {times[0] * 1e3:9.3f} ms {gflops:9.2f} GFLOP/s{again}")
+    return tuple(first)
 
 
 # --8<-- [start:realize]
@@ -97,6 +107,7 @@ def realize(roots: Sequence[UOp], device: str) -> list[UOp]:
     start = time.perf_counter()
     graph, inputs = normalize(roots, realizer.computed)  # what was computed before is read, not recomputed
     plan, _ = realizer.plans.get(graph, optimizer_on())
+    planned = time.perf_counter()
     backend = get_backend(device)
     compiled, new = realizer.compile(plan, backend)
     if new and debug_level() >= 4:
@@ -104,8 +115,10 @@ def realize(roots: Sequence[UOp], device: str) -> list[UOp]:
     scheduled = time.perf_counter()
     buffers = [realizer.buffers[b] for b in inputs]
     buffers += [backend.runtime.allocate(spec.dtype, spec.size) for spec in plan.buffers[plan.n_inputs :]]
-    if debug_level() >= 2:
-        _run_each(plan, compiled, buffers)
+    page = viz_on() and new  # a page per plan: a plan compiled before would show the same stages again
+    run_seconds: tuple[float, ...] = ()
+    if debug_level() >= 2 or page:
+        run_seconds = _run_each(plan, compiled, buffers)
     else:
         compiled.executable.run(buffers)
     if debug_level() >= 1:
@@ -114,6 +127,9 @@ def realize(roots: Sequence[UOp], device: str) -> list[UOp]:
             f"realize: {len(plan.kernels)} kernels, schedule {(scheduled - start) * 1e3:.1f} ms, "
             f"run {(ran - scheduled) * 1e3:.1f} ms"
         )
+    if page:
+        number = realizer.pages.next_number()
+        realizer.pages.write(RealizeRecord(number, device, graph, plan, compiled, planned - start, run_seconds))
     return [
         inputs[o] if o < plan.n_inputs else realizer.new_buffer(buffers[o], plan.buffers[o].dtype) for o in plan.outputs
     ]

@@ -18,25 +18,16 @@ from typing import Any, ClassVar, TypeAlias, TypeGuard, cast
 
 import numpy as np
 
-from uopc.ir import DType, Ops, UOp, dtypes, promote, round_to
-from uopc.ir.uop import prod
+from uopc.ir import DType, OpMixin, Ops, UOp, dtypes, operand_kinds, prod, promote, round_to
 from uopc.lower import get_backend
 from uopc.tensor.autodiff import compute_gradients
+from uopc.tensor.errors import TensorError, TensorIndexError
 from uopc.tensor.realize import realize, realizer
 
 Scalar: TypeAlias = bool | int | float
 Operand: TypeAlias = "Tensor | Scalar | np.generic[Any]"
 AxisArg: TypeAlias = int | Sequence[int] | None
 DTypeLike: TypeAlias = "DType | str | type[Any] | np.dtype[Any]"
-
-
-class TensorError(ValueError):
-    """A tensor operation called with arguments it cannot take: names the op, shapes and dtypes."""
-
-
-class TensorIndexError(TensorError, IndexError):
-    """An index beyond the end of an axis. An IndexError too, since that is what ends a for-loop over a
-    sequence, unpacking, and numpy's reading of nested sequences."""
 
 
 def _default_device() -> str:
@@ -131,7 +122,7 @@ def _operator(method: Callable[[Tensor, Any], Tensor]) -> Callable[[Tensor, Any]
 
 
 # --8<-- [start:tensor-init]
-class Tensor:
+class Tensor(OpMixin["Scalar | np.generic[Any]"]):
     """A lazy n-dimensional array. Build one from a numpy array, a nested list or a Python scalar."""
 
     __slots__ = ("__weakref__", "device", "grad", "requires_grad", "uop")
@@ -460,51 +451,42 @@ class Tensor:
 
     def _binary(self, op: Ops, other: Operand, name: str, reverse: bool = False) -> Tensor:
         a, b, sources = self._operands(other, name, reverse)
-        if a.scalar_dtype.is_bool:
+        dt = a.scalar_dtype
+        if dt.is_bool:
             op = _BOOL_ARITHMETIC.get(op, op)
-        try:
-            uop = a.alu(op, b)
-        except ValueError as e:
-            raise TensorError(f"{name}: {e}") from None
-        return self._derive(uop, *sources)
+        kinds = operand_kinds(op)
+        if kinds is not None and dt.kind not in kinds:
+            raise TensorError(f"{name}: {op.name} is not defined for {dt.name}; it takes {' or '.join(kinds)} operands")
+        return self._derive(a.alu(op, b), *sources)
 
     # --8<-- [end:operands]
 
-    def _unary(self, op: Ops, float_only: bool = True) -> Tensor:
-        x = self if not float_only or self.dtype.is_float else self.float()
+    # --8<-- [start:tensor-alu]
+    def _alu(self, op: Ops, *operands: Operand, reverse: bool = False) -> Tensor:
+        """The one hook of the operator layer (uopc.ir's OpMixin gives +, -, <, maximum, exp, ... through it).
+
+        A numpy scalar counts as the Python number it holds (np.float32(2) * t is 2.0 * t, as in PyTorch), true
+        division of integers gives floats, and a power of integers stays integer."""
+        if not operands:
+            return self._unary(op)
+        (x,) = operands
+        x = x.item() if isinstance(x, np.generic) else x
+        if op is Ops.POW:
+            return self._power(x, reverse)
+        base = self._float_pair(x) if op is Ops.DIV else self
+        return base._binary(op, x, "gt" if op is Ops.CMPLT and reverse else _OP_NAMES[op], reverse)
+
+    def _is_operand(self, x: object) -> bool:
+        return _is_operand(x)
+
+    # --8<-- [end:tensor-alu]
+
+    def _unary(self, op: Ops) -> Tensor:
+        """-x keeps the dtype (of a bool it is logical not, as in PyTorch); the math functions compute in float."""
+        if op is Ops.NEG:
+            return self.logical_not() if self.dtype.is_bool else self._derive(-self.uop, self)
+        x = self if self.dtype.is_float else self.float()
         return self._derive(x.uop.alu(op), x)
-
-    @_operator
-    def __add__(self, x: Operand) -> Tensor:
-        return self._binary(Ops.ADD, x, "add")
-
-    @_operator
-    def __radd__(self, x: Operand) -> Tensor:
-        return self._binary(Ops.ADD, x, "add", reverse=True)
-
-    @_operator
-    def __sub__(self, x: Operand) -> Tensor:
-        return self._binary(Ops.SUB, x, "sub")
-
-    @_operator
-    def __rsub__(self, x: Operand) -> Tensor:
-        return self._binary(Ops.SUB, x, "sub", reverse=True)
-
-    @_operator
-    def __mul__(self, x: Operand) -> Tensor:
-        return self._binary(Ops.MUL, x, "mul")
-
-    @_operator
-    def __rmul__(self, x: Operand) -> Tensor:
-        return self._binary(Ops.MUL, x, "mul", reverse=True)
-
-    @_operator
-    def __truediv__(self, x: Operand) -> Tensor:
-        return self._float_pair(x)._binary(Ops.DIV, x, "div")
-
-    @_operator
-    def __rtruediv__(self, x: Operand) -> Tensor:
-        return self._float_pair(x)._binary(Ops.DIV, x, "div", reverse=True)
 
     def _float_pair(self, x: Operand) -> Tensor:
         """True division of integers gives floats."""
@@ -513,30 +495,22 @@ class Tensor:
         return self.float()
 
     @_operator
-    def __floordiv__(self, x: Operand) -> Tensor:
-        return self._binary(Ops.IDIV, x, "floordiv (integers only)")
-
-    @_operator
-    def __rfloordiv__(self, x: Operand) -> Tensor:
-        return self._binary(Ops.IDIV, x, "floordiv (integers only)", reverse=True)
-
-    @_operator
-    def __mod__(self, x: Operand) -> Tensor:
-        return self._binary(Ops.MOD, x, "mod (integers only)")
-
-    @_operator
-    def __rmod__(self, x: Operand) -> Tensor:
-        return self._binary(Ops.MOD, x, "mod (integers only)", reverse=True)
-
-    @_operator
     def __pow__(self, x: Operand) -> Tensor:
-        """A whole exponent >= 0 multiplies (by squaring), so an integer tensor stays an integer tensor;
-        any other exponent uses POW on floats."""
+        """A whole exponent >= 0 multiplies (by squaring), so an integer tensor stays an integer tensor; a
+        negative one is refused for integers; any other exponent goes to `_power`."""
         if isinstance(x, int) and not isinstance(x, bool) and x >= 0:
             return self._power_by_squaring(x)
         if isinstance(x, int) and not isinstance(x, bool) and not self.dtype.is_float:
             raise TensorError(f"pow: an integer tensor ({self.dtype.name}) to the negative power {x}; cast to float")
-        return self._float_pair(x)._binary(Ops.POW, x, "pow")
+        return self._power(x)
+
+    def _power(self, x: Operand, reverse: bool = False) -> Tensor:
+        """self ** x (x ** self with `reverse`): integers stay integers (`_integer_power`), anything else is POW
+        on floats."""
+        base, exponent, sources = self._operands(x, "pow", reverse)
+        if base.scalar_dtype.is_int:
+            return self._derive(_integer_power(base, exponent), *sources)
+        return self._float_pair(x)._binary(Ops.POW, x, "pow", reverse)
 
     def _power_by_squaring(self, k: int) -> Tensor:
         base = self.cast(dtypes.int32) if self.dtype.is_bool else self
@@ -548,23 +522,6 @@ class Tensor:
             if k:
                 base = base * base
         return Tensor.ones_like(base) if result is None else result
-
-    @_operator
-    def __rpow__(self, x: Operand) -> Tensor:
-        return self._float_pair(x)._binary(Ops.POW, x, "pow", reverse=True)
-
-    def __neg__(self) -> Tensor:
-        if self.dtype.is_bool:
-            return self.logical_not()
-        return self._derive(-self.uop, self)
-
-    @_operator
-    def __lt__(self, x: Operand) -> Tensor:
-        return self._binary(Ops.CMPLT, x, "lt")
-
-    @_operator
-    def __gt__(self, x: Operand) -> Tensor:
-        return self._binary(Ops.CMPLT, x, "gt", reverse=True)
 
     @_operator
     def __le__(self, x: Operand) -> Tensor:
@@ -583,30 +540,6 @@ class Tensor:
     @_operator
     def __ne__(self, x: Operand) -> Tensor:  # type: ignore[override]
         return self._binary(Ops.CMPNE, x, "ne")
-
-    @_operator
-    def __and__(self, x: Operand) -> Tensor:
-        return self._binary(Ops.AND, x, "and")
-
-    @_operator
-    def __or__(self, x: Operand) -> Tensor:
-        return self._binary(Ops.OR, x, "or")
-
-    @_operator
-    def __xor__(self, x: Operand) -> Tensor:
-        return self._binary(Ops.XOR, x, "xor")
-
-    @_operator
-    def __rand__(self, x: Operand) -> Tensor:
-        return self._binary(Ops.AND, x, "and", reverse=True)
-
-    @_operator
-    def __ror__(self, x: Operand) -> Tensor:
-        return self._binary(Ops.OR, x, "or", reverse=True)
-
-    @_operator
-    def __rxor__(self, x: Operand) -> Tensor:
-        return self._binary(Ops.XOR, x, "xor", reverse=True)
 
     def __invert__(self) -> Tensor:
         """~t: logical not of a bool tensor, bitwise not of an integer one, as in numpy and PyTorch."""
@@ -690,12 +623,6 @@ class Tensor:
     def logical_not(self) -> Tensor:
         return self.cast(dtypes.bool)._binary(Ops.CMPNE, True, "logical_not")
 
-    def maximum(self, x: Operand) -> Tensor:
-        return self._binary(Ops.MAX, x, "maximum")
-
-    def minimum(self, x: Operand) -> Tensor:
-        return self._binary(Ops.MIN, x, "minimum")
-
     def where(self, a: Operand, b: Operand) -> Tensor:
         """`a` where this (boolean) tensor is true, else `b`; all three broadcast together."""
         ref = a if isinstance(a, Tensor) else b if isinstance(b, Tensor) else None
@@ -731,23 +658,8 @@ class Tensor:
         steps = (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
         return self.isnan().where(self.detach(), steps) if self.dtype.is_float else steps
 
-    def exp(self) -> Tensor:
-        return self._unary(Ops.EXP)
-
-    def log(self) -> Tensor:
-        return self._unary(Ops.LOG)
-
-    def sqrt(self) -> Tensor:
-        return self._unary(Ops.SQRT)
-
     def rsqrt(self) -> Tensor:
         return 1.0 / self.sqrt()
-
-    def sin(self) -> Tensor:
-        return self._unary(Ops.SIN)
-
-    def cos(self) -> Tensor:
-        return self._unary(Ops.COS)
 
     def square(self) -> Tensor:
         return self * self
@@ -1116,8 +1028,48 @@ def _sum_dtype(dt: DType) -> DType:
     return dtypes.uint64 if dt.kind == "uint" else dtypes.int64
 
 
+# the operation each op is in messages; a reversed CMPLT is "gt" (a > b is b < a)
+_OP_NAMES = {
+    Ops.ADD: "add",
+    Ops.SUB: "sub",
+    Ops.MUL: "mul",
+    Ops.DIV: "div",
+    Ops.IDIV: "floordiv (integers only)",
+    Ops.MOD: "mod (integers only)",
+    Ops.POW: "pow",
+    Ops.MAX: "maximum",
+    Ops.MIN: "minimum",
+    Ops.CMPLT: "lt",
+    Ops.CMPEQ: "eq",
+    Ops.CMPNE: "ne",
+    Ops.AND: "and",
+    Ops.OR: "or",
+    Ops.XOR: "xor",
+}
+
 # numpy and PyTorch add and multiply bools as logical or and and (the result stays bool)
 _BOOL_ARITHMETIC = {Ops.ADD: Ops.OR, Ops.MUL: Ops.AND}
+
+
+def _integer_power(base: UOp, exponent: UOp) -> UOp:
+    """base ** exponent for integers of one dtype, wrapping as their products do: square and multiply from
+    the exponent's highest bit down, one step for each bit of its dtype, each a where, so it stays one
+    elementwise kernel.
+
+    The squares are of the result, never of the base: where the base is a choice between two values that
+    are the same in every iteration (`mask.where(k, 0) ** e` with a 0-d `k`), 31 squares of it sent gcc's
+    partial redundancy elimination into minutes and gigabytes, growing twofold with every square.
+
+    A negative exponent gives 0 except for the bases 1 and -1, as in PyTorch (numpy refuses). For those two
+    the steps are right as they are: of the exponent's two's-complement bits only the lowest counts, and it
+    is the exponent's parity; every other base gets its 0 at the end."""
+    dt = base.scalar_dtype
+    result = base.const_like(1)
+    for bit in reversed(range(dt.bits)):
+        result = result * result
+        result = (exponent & round_to(dt, 1 << bit)).ne(0).where(result * base, result)
+    unit = base.eq(1) | base.eq(round_to(dt, -1))
+    return ((exponent < 0) & unit.logical_not()).where(0, result)
 
 
 def _python_scalar(v: Any, op: str) -> Scalar:

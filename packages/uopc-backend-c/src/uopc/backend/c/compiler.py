@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from uopc.ir import UopcError
 from uopc.lower import Binary, Source
 
 # --8<-- [start:default-cflags]
@@ -44,7 +45,7 @@ DEFAULT_CFLAGS = "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math 
 
 
 # --8<-- [start:compile-error]
-class CompileError(RuntimeError):
+class CompileError(UopcError, RuntimeError):
     """The compiler rejected a source; carries its message and the source with line numbers."""
 
     def __init__(self, message: str, source: str) -> None:
@@ -56,7 +57,7 @@ class CompileError(RuntimeError):
 # --8<-- [end:compile-error]
 
 
-class CacheError(RuntimeError):
+class CacheError(UopcError, RuntimeError):
     """The kernel cache cannot be trusted or is set up wrong; the message says how to fix it."""
 
 

@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 
 from uopc.backend.c.compiler import build_binary
-from uopc.ir import DType, dtypes
+from uopc.ir import DType, UopcError, dtypes
 from uopc.lower import Binary
 
 
-class ArgumentError(TypeError):
+class ArgumentError(UopcError, TypeError):
     """An array that does not match the kernel parameter it is passed for."""
 
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from uopc.ir import AxisType, DType, Ops, UOp, dtypes, vmax, vmin
+from uopc.ir import AxisType, DType, Ops, UOp, UopcError, dtypes, vmax, vmin
 from uopc.lower import LinearProgram, Param, Source, Step
 
 
-class RenderError(ValueError):
-    """A kernel the C renderer cannot express, such as one using an op it has no rule for."""
+class RenderError(UopcError, ValueError):
+    """A kernel or plan the C renderer cannot express: an op it has no rule for, names that are no C identifiers."""
 
 
 _FLOAT_VALUED = (dtypes.float32, dtypes.bfloat16)  # C float holds their values (see c_type)
@@ -444,10 +444,10 @@ def batch_source(programs: Sequence[LinearProgram], steps: Sequence[Step]) -> st
     """One C file: every program, each helper once, and `uopc_plan`, which calls them in plan order."""
     names = [k.name for k in programs]
     if len(set(names)) != len(names):
-        raise ValueError(f"kernel names in one batch must be unique, got {names}")
+        raise RenderError(f"kernel names in one batch must be unique, got {names}")
     bad = [n for n in names if not n.isidentifier() or n in C_KEYWORDS or n == "uopc_plan"]
     if bad:
-        raise ValueError(f"kernel names must be C identifiers that are not keywords or uopc_plan, got {bad}")
+        raise RenderError(f"kernel names must be C identifiers that are not keywords or uopc_plan, got {bad}")
     helpers: dict[str, str] = {}
     functions = []
     for k in programs:
@@ -463,7 +463,7 @@ def _call(programs: Sequence[LinearProgram], step: Step) -> str:
     """The line of uopc_plan that runs one step: the kernel, on the plan buffers of its parameters."""
     k = programs[step.kernel]
     if len(step.buffers) != len(k.params):
-        raise ValueError(f"step calls {k.name} with {len(step.buffers)} buffers; it takes {len(k.params)}")
+        raise RenderError(f"step calls {k.name} with {len(step.buffers)} buffers; it takes {len(k.params)}")
     return f"  {k.name}({', '.join(f'bufs[{b}]' for b in step.buffers)});"
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from uopc.backend.c.program import ArgumentError, CParam, check_arrays, load_binary, numpy_dtype
+from uopc.backend.c.render import RenderError
 from uopc.ir import DType
 from uopc.lower import Binary, LinearProgram, Step
 
@@ -28,10 +29,10 @@ def plan_buffers(programs: Sequence[LinearProgram], steps: Sequence[Step]) -> di
     for s in steps:
         k = programs[s.kernel]
         if len(s.buffers) != len(k.params):
-            raise ValueError(f"step calls {k.name} with {len(s.buffers)} buffers; it takes {len(k.params)}")
+            raise RenderError(f"step calls {k.name} with {len(s.buffers)} buffers; it takes {len(k.params)}")
         for b, p in zip(s.buffers, k.params, strict=True):
             if dtype.setdefault(b, p.dtype) is not p.dtype:
-                raise ValueError(f"plan buffer {b} is {dtype[b].name} in one kernel and {p.dtype.name} in {k.name}")
+                raise RenderError(f"plan buffer {b} is {dtype[b].name} in one kernel and {p.dtype.name} in {k.name}")
             size[b] = max(size.get(b, 0), p.size)
             if p.slot in k.written:
                 written.add(b)

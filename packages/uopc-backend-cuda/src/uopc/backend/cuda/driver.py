@@ -19,11 +19,11 @@ import numpy as np
 
 from uopc.backend.c import ArgumentError, numpy_dtype
 from uopc.backend.cuda.launch import GPUProgram
-from uopc.ir import DType, dtypes
+from uopc.ir import DType, UopcError, dtypes
 from uopc.lower import Binary, LinearProgram, Step
 
 
-class CUDAError(RuntimeError):
+class CUDAError(UopcError, RuntimeError):
     """The CUDA driver is missing, has no device, or refused a call: names the call and the driver's error."""
 
 

@@ -24,13 +24,13 @@ import numpy as np
 
 from uopc.backend.c import ArgumentError, CRuntime, build_cached, numpy_dtype
 from uopc.backend.cuda.launch import GPU_KINDS, GPUProgram, Launch
-from uopc.ir import AddrSpace, DType, Ops, PtrDType, UOp, dtypes
+from uopc.ir import AddrSpace, DType, Ops, PtrDType, UOp, UopcError, dtypes
 from uopc.lower import Binary, LinearProgram, Source, Step
 
 Vector = np.ndarray[Any, Any]
 
 
-class EmulationError(RuntimeError):
+class EmulationError(UopcError, RuntimeError):
     """A GPU program did what a GPU would not report: an access out of bounds, a race, a bad shuffle."""
 
 
