@@ -7,6 +7,7 @@ CI can compile each one with nvcc for several architectures afterwards (scripts/
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -17,10 +18,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
-from uopc.backend.c import numpy_dtype
-from uopc.backend.cuda import CUDAError, CUDARenderer, GPUOpts, device_name, emulate, lower_gpu
+import uopc.backend.cuda.emulator as cuda_emulator
+import uopc.backend.cuda.render as cuda_render
+from uopc.backend.c import RenderError, numpy_dtype
+from uopc.backend.cuda import CUDAError, GPUOpts, GPUProgram, device_name, emulate, lower_gpu
 from uopc.ir import DType, UOp, dtypes
-from uopc.lower import Kernel, LinearProgram, Source, Step, make_plan, normalize
+from uopc.lower import Kernel, LinearProgram, make_plan, normalize
 
 settings.register_profile(
     "uopc-backend-cuda",
@@ -62,22 +65,33 @@ def kernel_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture(scope="session", autouse=True)
 def dump_rendered_kernels() -> Iterator[None]:
-    """With UOPC_CUDA_DUMP set, keep every CUDA file the renderer writes during the session."""
+    """With UOPC_CUDA_DUMP set, keep every CUDA file the suite renders, and the CUDA of every program it
+    emulates (what a GPU would compile for it): the emulator's tests run most kernels without rendering them."""
     folder = os.environ.get("UOPC_CUDA_DUMP")
     if not folder:
         yield
         return
     Path(folder).mkdir(parents=True, exist_ok=True)
-    render = CUDARenderer.render
 
-    def render_and_keep(self: CUDARenderer, programs: Sequence[LinearProgram], steps: Sequence[Step]) -> Source:
-        source = render(self, programs, steps)
-        name = hashlib.sha256(source.text.encode()).hexdigest()[:16]
-        (Path(folder) / f"{name}.cu").write_text(source.text)
-        return source
+    def keep(text: str) -> None:
+        name = hashlib.sha256(text.encode()).hexdigest()[:16]
+        (Path(folder) / f"{name}.cu").write_text(text)
+
+    render, check = cuda_render.render_cuda_kernel, cuda_emulator.check_buffers
+
+    def render_and_keep(program: LinearProgram) -> tuple[str, dict[str, str]]:
+        kernel, helpers = render(program)
+        keep("\n\n".join([cuda_render.CUDA_PRELUDE, *helpers.values(), kernel]) + "\n")
+        return kernel, helpers
+
+    def check_and_keep(program: GPUProgram, buffers: Sequence[Any]) -> None:
+        check(program, buffers)
+        with contextlib.suppress(RenderError):  # hand-built programs of the emulator's tests, not meant to render
+            render_and_keep(program)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(CUDARenderer, "render", render_and_keep)
+        mp.setattr(cuda_render, "render_cuda_kernel", render_and_keep)
+        mp.setattr(cuda_emulator, "check_buffers", check_and_keep)
         yield
 
 
