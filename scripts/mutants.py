@@ -48,7 +48,6 @@ C, C_T = "packages/uopc-backend-c/src/uopc/backend/c/", "packages/uopc-backend-c
 TENSOR, TENSOR_T = "packages/uopc-tensor/src/uopc/tensor/", "packages/uopc-tensor/tests/"
 
 
-# --8<-- [start:mutant]
 @dataclass(frozen=True)
 class Mutant:
     """One plausible mistake: in `file`, the snippet `original` (exactly once) becomes `mutated`."""
@@ -59,7 +58,6 @@ class Mutant:
     mutated: str
     tests: tuple[str, ...]  # pytest arguments: the test files (and -k) that cover the mutated code
     breaks: str
-    # --8<-- [end:mutant]
 
     @property
     def module(self) -> str:

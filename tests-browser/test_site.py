@@ -3,9 +3,9 @@
 Every page of `site/` (run `hatch run docs:build` first) is opened once in headless Chromium, served from
 127.0.0.1; any request to another host is refused and fails the test, and so does DNS for any other name.
 A page fails on a console error or an uncaught exception, and on a mermaid diagram that did not become an
-SVG. On a few pages, the search box must answer for terms the book defines (the glossary's terms): with the
-theme's mermaid loaded from a CDN, an offline page with a diagram threw inside the theme's script, and
-search never got past "Initializing search".
+SVG, and on a search box that finds nothing for a term the book defines (one glossary term per page; on a
+few pages, many): with the theme's mermaid loaded from a CDN, an offline page with a diagram threw inside
+the theme's script, and search never got past "Initializing search".
 
 The browser, and the flags that cut it off from the network, are conftest.py's.
 """
@@ -130,6 +130,13 @@ def test_page_loads_offline_without_errors(visit: functools.partial[Visit], path
     v = visit(path)
     blocks = (SITE / path).read_text().count('<pre class="mermaid">')
     problems = diagrams_drawn(v.page, blocks) if blocks else []
+    if v.page.locator("input.md-search__input").count():  # the theme's 404 page has no search box
+        terms = glossary_terms()
+        term = terms[PAGES.index(path) % len(terms)]
+        try:
+            problems += [] if search(v.page, term) else [f"search found nothing for {term!r}"]
+        except AssertionError as e:
+            problems.append(str(e))
     assert not v.problems + problems, f"{path}:\n" + "\n".join(v.problems + problems)
 
 

@@ -13,12 +13,14 @@ import subprocess
 import sys
 import zlib
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "docs"), str(ROOT / "scripts")]
 
+import hooks  # noqa: E402
 import stamp  # noqa: E402
 from bookgen import glossary, notebook, outputs, source, vendor  # noqa: E402
 
@@ -183,6 +185,7 @@ def test_notebook_entries_must_name_their_chapter_and_their_test() -> None:
     assert len(problems) == 2
     assert all("entry 2" in p for p in problems)
     assert "## 1. Linked both ways { #entry-1 }" in notebook.add_entry_anchors(NOTES)
+    assert notebook.entries("") == {} and notebook.check_back_links("", [("book/01-one.md", "text")]) == []
 
 
 def test_a_chapter_an_entry_names_must_link_it_back() -> None:
@@ -261,14 +264,30 @@ def test_a_vendored_file_must_have_its_recorded_hash(tmp_path: Path, monkeypatch
 
 def test_a_page_showing_a_stale_output_says_so_and_others_do_not() -> None:
     stale = {"bench_gemm.txt": "it measured commit abc, and a later commit changed packages/uopc-lower/src"}
-    shown = outputs.flag_stale('# 7. Shapes\n\n--8<-- "docs/outputs/bench_gemm.txt"\n', stale)
-    quoted = outputs.flag_stale('# 12. MNIST\n\nIt ran at {{ out bench_gemm.txt "none" }}.\n', stale)
-    other = outputs.flag_stale("# 3. Algebra\n\nNo measurements here.\n", stale)
+    pages = [
+        '# 7. Shapes\n\n--8<-- "docs/outputs/bench_gemm.txt"\n',
+        '# 12. MNIST\n\nIt ran at {{ out bench_gemm.txt "none" }}.\n',
+        "# 3. Algebra\n\nNo measurements here.\n",
+    ]
+    shown, quoted, other = (outputs.flag_stale(page, outputs.stale_shown(page, stale)) for page in pages)
     for page in (shown, quoted):
         assert page.startswith("# ")
         assert '!!! warning "Measured on older code: bench_gemm.txt"' in page
         assert "commit abc" in page
     assert "warning" not in other
+
+
+def test_a_stale_warning_that_quotes_a_commit_naming_notebook_entries_passes_the_notebook_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    reason = "it measured commit abc, and commit def Merge branch 'viz'; notebook entries 73-74 changed packages"
+    monkeypatch.setattr(hooks, "STALE", {"bench_gemm.txt": reason})
+    monkeypatch.setattr(hooks, "PAGES", {})
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="book/07-shapes-to-loops.md"))
+    shown = hooks.on_page_markdown('# 7. Shapes\n\n--8<-- "docs/outputs/bench_gemm.txt"\n', page, None, None)
+    assert "notebook entries 73-74" in shown  # the reader still sees which commit changed the code
+    notes = "## 1. An entry\n\n- **Chapter.** [B](appendix/b-testing.md#pitfalls)\n"
+    assert notebook.check_back_links(notes, hooks.PAGES.items()) == []
 
 
 def test_the_test_files_the_book_names_by_file_name_alone_are_unique() -> None:

@@ -128,7 +128,6 @@ def random_program(seed: int) -> UOp:
     return x if x.shape else x.reshape((1,))
 
 
-# --8<-- [start:paths]
 def by_interpreter(program: UOp) -> Array:
     return np.array(to_python(run(program))).reshape(program.shape)
 
@@ -143,9 +142,6 @@ def by_rangeify_and_c(program: UOp) -> Array:
 
 def by_tensor(program: UOp) -> Array:
     return Tensor(program).numpy()
-
-
-# --8<-- [end:paths]
 
 
 def agree(program: UOp, what: str) -> None:

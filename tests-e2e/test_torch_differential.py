@@ -229,7 +229,6 @@ def allowed_error(op: Op, theirs: Array, theirs64: Array | None, magnitude: Arra
     return np.where(np.isfinite(allowed), allowed, 0.0)
 
 
-# --8<-- [start:differences]
 def differences(ours: Array, theirs: Array, allowed: Array | float, signed_zero: bool) -> Array:
     """A boolean mask of the elements that disagree."""
     if not is_float(theirs):
@@ -240,9 +239,6 @@ def differences(ours: Array, theirs: Array, allowed: Array | float, signed_zero:
     if signed_zero:
         same_value &= ~((a == 0) & (b == 0) & (np.signbit(a) != np.signbit(b)))
     return np.asarray(~same_value)
-
-
-# --8<-- [end:differences]
 
 
 def compare(
@@ -490,7 +486,6 @@ def strict_error(ref: Array, exact: bool) -> Array | float:
 # ---- inputs ----
 
 
-# --8<-- [start:edges]
 def edges(dtype: str) -> list[Any]:
     if dtype == "bool":
         return [False, True]
@@ -509,9 +504,6 @@ def elements(dtype: str, with_edges: bool) -> st.SearchStrategy[Any]:
     return st.one_of(plain, st.sampled_from(edges(dtype))) if with_edges else plain
 
 
-# --8<-- [end:edges]
-
-
 def array(data: st.DataObject, dtype: str, shape: Shape) -> Array:
     with_edges = data.draw(st.booleans(), label="edge values")
     drawn: Array = data.draw(hnp.arrays(np.dtype(dtype), shape, elements=elements(dtype, with_edges)))
@@ -521,13 +513,9 @@ def array(data: st.DataObject, dtype: str, shape: Shape) -> Array:
 # ---- domains: inputs where torch is no oracle, mapped to ones where it is ----
 
 
-# --8<-- [start:domain-example]
 def nonzero_divisor(a: Array) -> Array:
     """torch raises on integer division by zero (uopc gives 0, as numpy does)."""
     return np.where(a == 0, 3, a).astype(a.dtype)
-
-
-# --8<-- [end:domain-example]
 
 
 def modest(a: Array) -> Array:

@@ -27,7 +27,7 @@ def add_entry_anchors(markdown: str) -> str:
 def entries(markdown: str) -> dict[int, str]:
     """The text of each entry, by number."""
     found = list(ENTRY.finditer(markdown))
-    ends = [m.start() for m in found[1:]] + [len(markdown)]
+    ends = [m.start() for m in found[1:]] + [len(markdown)] if found else []
     return {int(m[1]): markdown[m.start() : end] for m, end in zip(found, ends, strict=True)}
 
 

@@ -45,13 +45,18 @@ def stale_outputs() -> dict[str, str]:
     return found
 
 
-def flag_stale(markdown: str, stale: dict[str, str]) -> str:
-    """The page with a warning on top for each stale output it shows or quotes, so a reader sees it."""
-    shown = [n for n in stale if f"outputs/{n}" in markdown or re.search(rf"out\s+{re.escape(n)}", markdown)]
+def stale_shown(markdown: str, stale: dict[str, str]) -> dict[str, str]:
+    """The stale outputs a page shows or quotes (read before its figures replace the quotes), with why."""
+    quoted = {n for n in stale if re.search(rf"out\s+{re.escape(n)}", markdown)}
+    return {n: why for n, why in stale.items() if f"outputs/{n}" in markdown or n in quoted}
+
+
+def flag_stale(markdown: str, shown: dict[str, str]) -> str:
+    """The page with a warning on top for each stale output it shows (name -> why), so a reader sees it."""
     notes = [
-        f'!!! warning "Measured on older code: {name}"\n    {stale[name]}. The figures from this file may not '
+        f'!!! warning "Measured on older code: {name}"\n    {why}. The figures from this file may not '
         f"describe the code as it is now.\n"
-        for name in shown
+        for name, why in shown.items()
     ]
     if not notes:
         return markdown

@@ -57,7 +57,6 @@ def permute(rng: Rng, u: UOp, ref: Array) -> tuple[UOp, Array]:
     return u.permute(order), ref.transpose(order)
 
 
-# --8<-- [start:biased-steps]
 def shrink(rng: Rng, u: UOp, ref: Array) -> tuple[UOp, Array]:
     # begin anywhere, end above it: length-1 results are frequent
     bounds = [(b, int(rng.integers(b + 1, s + 1))) for s in ref.shape for b in [int(rng.integers(0, s))]]
@@ -73,9 +72,6 @@ def expand(rng: Rng, u: UOp, ref: Array) -> tuple[UOp, Array]:
         ones = [at]
     grown = tuple(int(rng.integers(2, 4)) if a in ones else s for a, s in enumerate(ref.shape))
     return u.expand(grown), np.broadcast_to(ref, grown)
-
-
-# --8<-- [end:biased-steps]
 
 
 def reshape(rng: Rng, u: UOp, ref: Array) -> tuple[UOp, Array]:
@@ -106,7 +102,6 @@ class Chain:
     steps: list[str]
 
 
-# --8<-- [start:lockstep]
 def make_chain(seed: int, dtype_name: str) -> Chain:
     dtype, np_dtype = DTYPES[dtype_name]
     rng = np.random.default_rng([seed, list(DTYPES).index(dtype_name)])
@@ -122,9 +117,6 @@ def make_chain(seed: int, dtype_name: str) -> Chain:
         names.append(step.__name__)
         assert u.shape == ref.shape, names
     return Chain(f"chain_{dtype_name}_{seed}", u, x, np.ascontiguousarray(ref), names)
-
-
-# --8<-- [end:lockstep]
 
 
 CASES = [(seed, d) for d in DTYPES for seed in SEEDS]

@@ -42,7 +42,6 @@ from uopc.ir import (
 )
 
 
-# --8<-- [start:seeded]
 def seeded(examples: int) -> settings:
     """Derandomized: the same examples on every run, so a failure is rerun by rerunning the test."""
     return settings(
@@ -52,9 +51,6 @@ def seeded(examples: int) -> settings:
         deadline=None,  # the first call of a test warms caches; slow is not wrong
         suppress_health_check=[HealthCheck.too_slow],
     )
-
-
-# --8<-- [end:seeded]
 
 
 # ---- random index expressions ---------------------------------------------------------------------------
@@ -175,7 +171,6 @@ def check_bounds(values: dict[UOp, int | bool]) -> None:
         assert vmin(node) <= v <= vmax(node), f"{v} outside [{vmin(node)}, {vmax(node)}] for\n{to_uir(node)}"
 
 
-# --8<-- [start:simplify-property]
 @seeded(250)
 @given(sizes_strategy, steps_strategy, st.data())
 def test_simplify_preserves_value_and_bounds(sizes: list[int], steps: list[Step], data: st.DataObject) -> None:
@@ -199,9 +194,6 @@ def test_simplify_preserves_value_and_bounds(sizes: list[int], steps: list[Step]
         want = py_values(e, env)[e]
         assert run_at(e, env) == want, f"the interpreter and the Python evaluator disagree at {point}"
         assert run_at(s, env) == want, f"simplify changed the value at {point}"
-
-
-# --8<-- [end:simplify-property]
 
 
 @seeded(100)

@@ -190,7 +190,6 @@ OPTIMIZERS: dict[str, MakeOpt] = {
 }
 
 
-# --8<-- [start:plan-count]
 @pytest.mark.parametrize("name", list(OPTIMIZERS))
 def test_steps_after_the_first_build_no_plan(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     Tensor.manual_seed(0)
@@ -214,9 +213,6 @@ def test_steps_after_the_first_build_no_plan(name: str, monkeypatch: pytest.Monk
     assert realizer.plans.made == made, "a step after the first built a new plan"
     assert builds == [], "a step after the first compiled a kernel"
     assert all(np.isfinite(losses)) and len(set(losses)) == len(losses)  # the steps really ran, on new data
-
-
-# --8<-- [end:plan-count]
 
 
 # ---- details and errors ----

@@ -72,7 +72,6 @@ def _min(a: ConstValue, b: ConstValue) -> ConstValue:
     return a if a < b or _isnan(a) else b
 
 
-# --8<-- [start:exec-alu]
 ALU_SEMANTICS: dict[Ops, Callable[..., ConstValue | None]] = {
     Ops.NEG: lambda a: -a,
     Ops.EXP: _guard(math.exp),
@@ -115,6 +114,3 @@ def exec_alu(op: Ops, dtype: DType, operands: list[ConstValue]) -> ConstValue | 
         return round_to(dtype, math.trunc(x) if dtype.is_int and isinstance(x, float) else x)
     value = ALU_SEMANTICS[op](*operands)
     return None if value is None else round_to(dtype, value)
-
-
-# --8<-- [end:exec-alu]

@@ -45,7 +45,6 @@ def _bounds_cmp(u: UOp, a: Interval, b: Interval) -> Interval:
     return (0, 1) if decided is None else (int(decided), int(decided))
 
 
-# --8<-- [start:decide-cmp]
 def compare_intervals(op: Ops, a: Interval, b: Interval) -> bool | None:
     """The value of `a <op> b` for every pair of values in the two intervals, or None if it varies."""
     if op is Ops.CMPLT:
@@ -55,9 +54,6 @@ def compare_intervals(op: Ops, a: Interval, b: Interval) -> bool | None:
     if not (disjoint or same_point):
         return None
     return same_point if op is Ops.CMPEQ else disjoint
-
-
-# --8<-- [end:decide-cmp]
 
 
 def _bounds_where(u: UOp, c: Interval, a: Interval, b: Interval) -> Interval:
@@ -71,7 +67,6 @@ def _bounds_cast(u: UOp, a: Interval) -> Interval | None:
 
 
 # Each entry maps source intervals to the node's interval; None means "anything the dtype holds".
-# --8<-- [start:bounds-table]
 _BOUNDS: dict[Ops, Callable[..., Interval | None]] = {
     Ops.ADD: lambda u, a, b: (a[0] + b[0], a[1] + b[1]),
     Ops.SUB: lambda u, a, b: (a[0] - b[1], a[1] - b[0]),
@@ -103,10 +98,6 @@ def _bounds_of(u: UOp) -> Interval:
     return found
 
 
-# --8<-- [end:bounds-table]
-
-
-# --8<-- [start:bounds]
 def bounds(u: UOp) -> Interval:
     """The interval [vmin, vmax] that every value of `u` lies in; cached on the node."""
     if u._bounds is None:
@@ -114,9 +105,6 @@ def bounds(u: UOp) -> Interval:
             n._bounds = _bounds_of(n)
     assert u._bounds is not None
     return u._bounds
-
-
-# --8<-- [end:bounds]
 
 
 def vmin(u: UOp) -> ConstValue:

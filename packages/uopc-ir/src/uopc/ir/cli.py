@@ -59,7 +59,6 @@ def _read(path: str) -> str:
         return f.read()
 
 
-# --8<-- [start:execute]
 def _execute(args: argparse.Namespace, text: str) -> str:
     if args.verb == "fmt":
         return fmt(text)
@@ -90,9 +89,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{name}: {e}", file=sys.stderr)
         return 1
     return 0
-
-
-# --8<-- [end:execute]
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from uopc.ir.errors import UOpError
 Kind = Literal["void", "bool", "int", "uint", "float"]
 
 
-# --8<-- [start:dtype]
 @dataclass(frozen=True, eq=False)
 class DType:
     """A scalar type. There is exactly one object per type, so `is` compares types."""
@@ -78,9 +77,6 @@ class DType:
     def __reduce__(self) -> tuple[Callable[[str], DType], tuple[str]]:
         """Pickle and copy by name, so the one object per type stays one (and `is` keeps comparing types)."""
         return (dtypes.by_name, (self.name,))
-
-
-# --8<-- [end:dtype]
 
 
 class AddrSpace(enum.Enum):
@@ -189,7 +185,6 @@ ALL_DTYPES: tuple[DType, ...] = (
 _BY_NAME = {d.name: d for d in ALL_DTYPES} | {d.short: d for d in ALL_DTYPES} | {"void": dtypes.void}
 
 
-# --8<-- [start:promote]
 def promote(a: DType, b: DType) -> DType:
     """The type two operands of different types are both cast to before a binary op.
 
@@ -214,6 +209,3 @@ def promote(a: DType, b: DType) -> DType:
         return signed
     wider = {1: dtypes.int16, 2: dtypes.int32, 4: dtypes.int64}
     return wider.get(unsigned.itemsize, dtypes.float64)
-
-
-# --8<-- [end:promote]

@@ -20,7 +20,6 @@ from uopc.ir.symbolic import ShapeKeepingMatcher, symbolic_rules
 from uopc.ir.uop import UOp, accumulator_dtype, call_body_params, prod, round_to, substitute
 
 
-# --8<-- [start:inline-call]
 def inline_call(c: UOp) -> UOp:
     """The body of CALL `c` with its parameters replaced by the call's arguments.
 
@@ -30,9 +29,6 @@ def inline_call(c: UOp) -> UOp:
         raise UOpError(f"inline_call: expected a CALL, got {c.op.name}")
     body, args = c.src[0], c.src[1:]
     return substitute(body, {p: args[p.arg] for p in call_body_params(body)}, enter_calls=False)
-
-
-# --8<-- [end:inline-call]
 
 
 def elements(x: UOp) -> list[UOp]:
@@ -157,7 +153,6 @@ def _combine(op: Ops, dtype: DType, elems: list[UOp]) -> UOp:
     return UOp.const(value, dtype)
 
 
-# --8<-- [start:interpreter-rules]
 # fmt: off
 interpreter = ShapeKeepingMatcher([
     *symbolic_rules,
@@ -168,10 +163,8 @@ interpreter = ShapeKeepingMatcher([
     (UPat(Ops.REDUCE_AXIS, src=(UPat((Ops.STACK, Ops.CONST)),), name="r"), reduce_elements),
 ])
 # fmt: on
-# --8<-- [end:interpreter-rules]
 
 
-# --8<-- [start:run]
 DEFAULT_MAX_ELEMENTS = 1_000_000  # seconds of work (scripts/bench_ir.py): a test is smaller, an accident larger
 
 
@@ -218,9 +211,6 @@ def run(program: UOp, max_elements: int | None = None) -> UOp:
         reason = what.get(stuck.op, "belongs to a lowered kernel, not to a closed program")
         raise RunError(f"cannot evaluate the program: one {stuck.op.name} node {reason}")
     return result
-
-
-# --8<-- [end:run]
 
 
 def to_python(u: UOp) -> Any:

@@ -19,7 +19,6 @@ NumberT = TypeVar("NumberT")
 """The Python numbers (and, for a Tensor, numpy scalars) that an operator lifts next to a value."""
 
 
-# --8<-- [start:op-mixin]
 class OpMixin(Generic[NumberT]):
     """The operators of an IR value. A subclass supplies `_alu`, `_is_float` for <= and >= (or defines them
     itself), and `_is_operand` if it takes more kinds of operand than its own and Python's numbers."""
@@ -42,8 +41,6 @@ class OpMixin(Generic[NumberT]):
     def _is_float(self) -> bool:
         """Whether the values may be NaN, so that <= and >= must be spelled to be false for NaN."""
         raise NotImplementedError(f"{type(self).__name__} does not define _is_float")
-
-    # --8<-- [end:op-mixin]
 
     # ---- arithmetic: a op b, and b op a for a Python number b on the left ----
     def __add__(self, x: Self | NumberT) -> Self:
@@ -117,7 +114,6 @@ class OpMixin(Generic[NumberT]):
     def __gt__(self, x: Self | NumberT) -> Self:
         return self._binop(Ops.CMPLT, x, reverse=True)  # a > b is b < a
 
-    # --8<-- [start:nan-exact]
     # "not (a > b)" is one op fewer, but true where a or b is NaN; floats need "a < b or a == b" (false for NaN)
     def __le__(self, x: Self | NumberT) -> Self:
         if not self._is_operand(x):
@@ -128,8 +124,6 @@ class OpMixin(Generic[NumberT]):
         if not self._is_operand(x):
             return NotImplemented
         return (self > x) | self.eq(x) if self._is_float() else (self < x).logical_not()
-
-    # --8<-- [end:nan-exact]
 
     def eq(self, x: Self | NumberT) -> Self:
         """Elementwise ==."""

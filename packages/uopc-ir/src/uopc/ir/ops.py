@@ -10,7 +10,6 @@ import enum
 from typing import ClassVar
 
 
-# --8<-- [start:ops]
 class Ops(enum.Enum):
     """Every kind of node. The groups below (`Ops.UNARY`, `Ops.BINARY`, ...) say which rules apply."""
 
@@ -89,9 +88,6 @@ class Ops(enum.Enum):
     COMMUTATIVE: ClassVar[frozenset[Ops]]
     MOVEMENT: ClassVar[frozenset[Ops]]
     REDUCE_OPS: ClassVar[frozenset[Ops]]
-
-
-# --8<-- [end:ops]
 
 
 Ops.UNARY = frozenset({Ops.NEG, Ops.EXP, Ops.LOG, Ops.SQRT, Ops.SIN, Ops.COS})

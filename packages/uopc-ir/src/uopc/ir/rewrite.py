@@ -22,7 +22,6 @@ from uopc.ir.uop import ConstValue, UOp, _argkey
 _ANY = object()
 
 
-# --8<-- [start:upat]
 class UPat(OpMixin[ConstValue]):
     """A pattern over UOps. Every field left as None matches anything.
 
@@ -64,13 +63,10 @@ class UPat(OpMixin[ConstValue]):
         """The constant `value`, of exactly that Python type (0 does not match 0.0)."""
         return UPat(Ops.CONST, dtype, arg=value)
 
-    # --8<-- [start:upat-alu]
     def _alu(self, op: Ops, *operands: UPat | ConstValue, reverse: bool = False) -> UPat:
         """The pattern of `op` on this pattern and `operands`: a Python number matches that constant."""
         srcs = [o if isinstance(o, UPat) else UPat.const(o) for o in operands]
         return UPat(op, src=(*srcs, self) if reverse else (self, *srcs))
-
-    # --8<-- [end:upat-alu]
 
     def _is_float(self) -> bool:
         """A pattern's <= and >= take the form of its dtype: the pattern must say whether it is a float."""
@@ -119,13 +115,9 @@ class UPat(OpMixin[ConstValue]):
         return found
 
 
-# --8<-- [end:upat]
-
-
 RuleFn = Callable[..., UOp | None]
 
 
-# --8<-- [start:rule]
 @dataclass(frozen=True)
 class Rule:
     pattern: UPat
@@ -141,10 +133,6 @@ class Rule:
         return f"{fn_name} ({where})" if fn_name != "<lambda>" else f"rule at {where} for {self.pattern!r}"
 
 
-# --8<-- [end:rule]
-
-
-# --8<-- [start:pattern-matcher]
 class PatternMatcher:
     """A table of (pattern, function) rules, indexed by op so each node is tried only against its candidates.
 
@@ -171,10 +159,6 @@ class PatternMatcher:
         return None
 
 
-# --8<-- [end:pattern-matcher]
-
-
-# --8<-- [start:graph-rewrite]
 def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: bool = True) -> UOp:
     """Apply `pm` to every node of `root` until no rule applies anywhere; iterative and memoized.
 
@@ -222,18 +206,11 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
     return done[root]
 
 
-# --8<-- [end:graph-rewrite]
-
-
 VISIT, SOURCES_DONE, REPLACED = 0, 1, 2
 
 
-# --8<-- [start:count]
 def _count(fired: Counter[str], rule: Rule, budget: int) -> None:
     fired[rule.name] += 1
     if fired.total() > budget:
         top = ", ".join(f"{name} x{n}" for name, n in fired.most_common(3))
         raise RewriteError(f"rewrite does not reach a fixed point within {budget} rule applications; most fired: {top}")
-
-
-# --8<-- [end:count]

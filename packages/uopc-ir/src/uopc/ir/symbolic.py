@@ -28,7 +28,6 @@ INTS = tuple(d for d in dtypes.all() if d.is_int)
 # ---------------------------------------------------------------------------------------------------------
 
 
-# --8<-- [start:linear-terms]
 def linear_terms(u: UOp) -> tuple[dict[UOp, int], int]:
     """`u` as sum(coefficient * term) + constant, where no term is an ADD, SUB, NEG, constant multiple or CONST."""
     terms: dict[UOp, int] = {}
@@ -53,9 +52,6 @@ def linear_terms(u: UOp) -> tuple[dict[UOp, int], int]:
     return {t: k for t, k in terms.items() if k != 0}, constant
 
 
-# --8<-- [end:linear-terms]
-
-
 # held weakly, like the nodes themselves: a key lives as long as its node
 _SORT_KEYS: weakref.WeakKeyDictionary[UOp, tuple[int, int, str]] = weakref.WeakKeyDictionary()
 
@@ -72,7 +68,6 @@ def sort_key(u: UOp) -> tuple[int, int, str]:
     return _SORT_KEYS[u]
 
 
-# --8<-- [start:build-sum]
 def build_sum(terms: dict[UOp, int], constant: int, dtype: DType) -> UOp:
     """The canonical form: terms in `sort_key` order, each times its coefficient, then the constant."""
     out: UOp | None = None
@@ -83,9 +78,6 @@ def build_sum(terms: dict[UOp, int], constant: int, dtype: DType) -> UOp:
     if out is None:
         return UOp.const(round_to(dtype, constant), dtype)
     return out if constant == 0 else out + UOp.const(round_to(dtype, constant), dtype)
-
-
-# --8<-- [end:build-sum]
 
 
 def _merge_divmod_pairs(terms: dict[UOp, int]) -> tuple[dict[UOp, int], int] | None:
@@ -143,7 +135,6 @@ def _split_by(x: UOp, c: int) -> tuple[UOp, UOp, int]:
     return build_sum(quotient, q_const, dt), build_sum(rest, r_const, dt), g
 
 
-# --8<-- [start:fold-divmod]
 def fold_idiv(x: UOp, c: UOp) -> UOp | None:
     """x // c: the terms divisible by c leave the division; what is left is decided by its bounds."""
     k = int(c.arg)
@@ -179,9 +170,6 @@ def fold_mod(x: UOp, c: UOp) -> UOp | None:
     return rest % c
 
 
-# --8<-- [end:fold-divmod]
-
-
 def _divide_exactly(x: UOp, g: int) -> UOp:
     terms, constant = linear_terms(x)
     return build_sum({t: k // g for t, k in terms.items()}, constant // g, x.scalar_dtype)
@@ -212,7 +200,6 @@ def decide_cmp(cmp: UOp) -> UOp | None:
     return None if decided is None else UOp.const(decided)
 
 
-# --8<-- [start:fold-constants]
 def fold_constants(x: UOp) -> UOp | None:
     if not all(s.op is Ops.CONST for s in x.src):
         return None
@@ -224,9 +211,6 @@ def fold_by_bounds(x: UOp) -> UOp | None:
     """An integer expression whose bounds meet is that constant."""
     lo, hi = bounds(x)
     return UOp.const(lo, x.scalar_dtype) if lo == hi else None
-
-
-# --8<-- [end:fold-constants]
 
 
 def _gated_load(p: UOp, i: UOp, g: UOp) -> UOp:
@@ -256,7 +240,6 @@ def _pick_min(a: UOp, b: UOp) -> UOp | None:
     return a if vmax(a) <= vmin(b) else b if vmax(b) <= vmin(a) else None
 
 
-# --8<-- [start:shape-keeping]
 class ShapeKeepingMatcher(PatternMatcher):
     """A rule table written for scalars that also meets shaped nodes (`run` evaluates shaped programs with it).
 
@@ -272,10 +255,6 @@ class ShapeKeepingMatcher(PatternMatcher):
         return hit[0].reshape((1,) * len(u.shape)).expand(u.shape), hit[1]
 
 
-# --8<-- [end:shape-keeping]
-
-
-# --8<-- [start:symbolic-rules]
 _x, _int, _c = UPat.var("x"), UPat.var("x", INTS), UPat.cvar("c", INTS)
 _a, _b, _m, _n = (UPat.cvar(k, INTS) for k in "abmn")
 
@@ -318,7 +297,6 @@ symbolic_rules: list[tuple[UPat, RuleFn]] = [
 ]
 # fmt: on
 symbolic = ShapeKeepingMatcher(symbolic_rules)
-# --8<-- [end:symbolic-rules]
 
 
 def simplify(u: UOp) -> UOp:

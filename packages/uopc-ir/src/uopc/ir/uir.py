@@ -1,4 +1,3 @@
-# --8<-- [start:grammar]
 """The `.uir` text format: one node per line, so a graph can be read, written, diffed and typed by hand.
 
     # softmax numerator of one row
@@ -21,7 +20,6 @@ A literal operand is a constant: `3` is int32, `3.0` float32, `true` bool; `i64(
 dtype after the op is written only where the op's sources do not determine it (CAST, PARAM, BUFFER, ...).
 A program's value is its last line; `to_uir` and `fmt` write every node reachable from it, once, in order.
 """
-# --8<-- [end:grammar]
 
 from __future__ import annotations
 
@@ -41,7 +39,6 @@ from uopc.ir.uop import AxisType, BufferArg, ConstValue, RangeArg, UOp, toposort
 # ---------------------------------------------------------------------------------------------------------
 
 
-# --8<-- [start:infer-dtype]
 def infer_dtype(op: Ops, src: tuple[UOp, ...]) -> AnyDType | None:
     """The dtype an op's sources determine, or None where the text must say it."""
     if op in Ops.COMPARISON:
@@ -57,16 +54,12 @@ def infer_dtype(op: Ops, src: tuple[UOp, ...]) -> AnyDType | None:
     return src[0].dtype
 
 
-# --8<-- [end:infer-dtype]
-
-
 def dtype_text(d: AnyDType) -> str:
     if isinstance(d, PtrDType):
         return f"{d.base.short}*" + ("" if d.addrspace is AddrSpace.GLOBAL else d.addrspace.value)
     return d.short
 
 
-# --8<-- [start:literal-text]
 def literal_text(value: ConstValue, dtype: DType) -> str:
     if isinstance(value, bool):
         text = "true" if value else "false"
@@ -75,9 +68,6 @@ def literal_text(value: ConstValue, dtype: DType) -> str:
     else:
         text = str(value)
     return text if dtype is dtypes.from_python(value) else f"{dtype.short}({text})"
-
-
-# --8<-- [end:literal-text]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -173,7 +163,6 @@ ARG_CODECS: dict[Ops, Codec] = {
 # ---------------------------------------------------------------------------------------------------------
 
 
-# --8<-- [start:to-uir]
 def to_uir(root: UOp) -> str:
     """The text of the graph under `root`: every node once, sources first, constants written inline."""
     return "\n".join(line for _, line in uir_lines(toposort(root))) + "\n"
@@ -193,7 +182,6 @@ def uir_lines(nodes: Sequence[UOp]) -> list[tuple[UOp, str]]:
     return lines
 
 
-# --8<-- [start:node-text]
 def _node_text(u: UOp, names: dict[UOp, str]) -> str:
     parts = [u.op.name.lower()]
     if u.op is Ops.CONST:
@@ -208,17 +196,10 @@ def _node_text(u: UOp, names: dict[UOp, str]) -> str:
     return text
 
 
-# --8<-- [end:node-text]
-
-
-# --8<-- [end:to-uir]
-
-
 # ---------------------------------------------------------------------------------------------------------
 # parsing
 # ---------------------------------------------------------------------------------------------------------
 
-# --8<-- [start:tokenize]
 _TOKEN = re.compile(
     r"\s*(?:(?P<ref>%[A-Za-z0-9_.]+)|(?P<num>-?(?:inf\b|nan\b|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?))"
     r"|(?P<word>[A-Za-z_][A-Za-z0-9_]*)|(?P<punct>[=,:()*])|(?P<str>\"[^\"]*\")|(?P<bad>\S))"
@@ -243,9 +224,6 @@ def tokenize(line: str, lineno: int) -> list[Token]:
             raise UIRSyntaxError(lineno, m.start(kind) + 1, f"unexpected character {m.group(kind)!r}")
         tokens.append(Token(kind, m.group(kind), m.start(kind) + 1))
     return tokens
-
-
-# --8<-- [end:tokenize]
 
 
 MAX_ARG_DEPTH = 16
@@ -403,7 +381,6 @@ def _make(p: _LineParser, tok: Token, build: Callable[[], UOp]) -> UOp:
         raise UIRSyntaxError(p.lineno, tok.col, str(e)) from None
 
 
-# --8<-- [start:parse]
 def parse(text: str) -> UOp:
     """The graph a .uir text describes: the node on its last line, with everything it refers to."""
     names: dict[str, UOp] = {}
@@ -417,10 +394,6 @@ def parse(text: str) -> UOp:
     return last
 
 
-# --8<-- [end:parse]
-
-
-# --8<-- [start:parse-line]
 def _parse_line(p: _LineParser) -> UOp:
     name = p.take("ref", expected="a node definition '%name = op ...'")
     if name.text in p.names:
@@ -463,9 +436,6 @@ def _parse_node(p: _LineParser, op: Ops, op_tok: Token) -> UOp:
     if dtype is None:
         raise UIRSyntaxError(p.lineno, op_tok.col, f"{op.name.lower()} needs a dtype after the op name")
     return _make(p, op_tok, lambda: UOp(op, dtype, src, arg))
-
-
-# --8<-- [end:parse-line]
 
 
 def fmt(text: str) -> str:

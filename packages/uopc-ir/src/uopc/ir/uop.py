@@ -21,7 +21,6 @@ from uopc.ir.operators import OpMixin
 from uopc.ir.ops import Ops
 
 
-# --8<-- [start:accumulator-dtype]
 def accumulator_dtype(op: Ops, dtype: DType) -> DType:
     """The type a reduction of `dtype` values with `op` accumulates in; its result is rounded back to `dtype`.
 
@@ -31,9 +30,6 @@ def accumulator_dtype(op: Ops, dtype: DType) -> DType:
     if op in (Ops.ADD, Ops.MUL) and dtype in (dtypes.float16, dtypes.bfloat16):
         return dtypes.float32
     return dtype
-
-
-# --8<-- [end:accumulator-dtype]
 
 
 class AxisType(enum.Enum):
@@ -62,7 +58,6 @@ Shape = tuple[int, ...]
 ConstValue = bool | int | float
 
 
-# --8<-- [start:argkey]
 def _argkey(arg: Any) -> Any:
     """The hash-consing key of an arg: 1, 1.0 and True differ, and so do 0.0 and -0.0; nan equals nan."""
     if isinstance(arg, float):  # every nan one key: folding inf - inf gives a nan with the sign bit set
@@ -72,10 +67,6 @@ def _argkey(arg: Any) -> Any:
     return (type(arg), arg)
 
 
-# --8<-- [end:argkey]
-
-
-# --8<-- [start:round-to]
 def round_to(dtype: DType, value: ConstValue) -> ConstValue:
     """`value` as `dtype` holds it: floats rounded to the type's precision, integers wrapped to its width."""
     if dtype.is_bool:
@@ -97,9 +88,6 @@ def round_to(dtype: DType, value: ConstValue) -> ConstValue:
         bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
         return float(struct.unpack("<f", struct.pack("<I", bits))[0])
     return _to_f32(x) if dtype is dtypes.float32 else _to_f16(x)
-
-
-# --8<-- [end:round-to]
 
 
 _PRECISION = {dtypes.float16: 11, dtypes.bfloat16: 8, dtypes.float32: 24, dtypes.float64: 53}
@@ -135,7 +123,6 @@ def prod(xs: Iterable[int]) -> int:
     return math.prod(xs)
 
 
-# --8<-- [start:uop-class]
 class UOp(OpMixin[ConstValue]):
     """One node: an op, the type of its value, its source nodes, and an op-specific argument.
 
@@ -164,8 +151,6 @@ class UOp(OpMixin[ConstValue]):
         self.shape = check_node(self)
         UOp._cache[key] = self
         return self
-
-    # --8<-- [end:uop-class]
 
     # UOps are compared by identity: hash consing made identity mean structural equality.
     __hash__ = object.__hash__
@@ -197,7 +182,6 @@ class UOp(OpMixin[ConstValue]):
         return toposort(self)
 
     # ---- named constructors ----
-    # --8<-- [start:const]
     @staticmethod
     def const(value: ConstValue, dtype: DType | None = None) -> UOp:
         """A scalar constant; the dtype defaults to bool, int32 or float32 by the Python type."""
@@ -206,8 +190,6 @@ class UOp(OpMixin[ConstValue]):
         if dtype.is_float and isinstance(value, (int, float)):
             value = float(round_to(dtype, value))  # 0.1 becomes the float32 nearest to it
         return UOp(Ops.CONST, dtype, (), value)
-
-    # --8<-- [end:const]
 
     def const_like(self, value: ConstValue) -> UOp:
         """A constant of this node's dtype; broadcast to its shape by ALU ops, which accept scalars."""
@@ -228,7 +210,6 @@ class UOp(OpMixin[ConstValue]):
         """Apply an ALU op to this node and `others`; Python numbers become constants of a fitting dtype."""
         return self._alu(op, *others)
 
-    # --8<-- [start:uop-alu]
     def _alu(self, op: Ops, *operands: UOp | ConstValue, reverse: bool = False) -> UOp:
         """The node for `op` on this node and `operands` (the operator layer's one hook, see operators.py)."""
         srcs = (*operands, self) if reverse else (self, *operands)
@@ -236,8 +217,6 @@ class UOp(OpMixin[ConstValue]):
         # a comparison is bool; anything else has its operands' dtype, which for a WHERE is that of its branches
         dtype = dtypes.bool if op in Ops.COMPARISON else nodes[-1].dtype
         return UOp(op, dtype, nodes)
-
-    # --8<-- [end:uop-alu]
 
     def _is_float(self) -> bool:
         return self.scalar_dtype.is_float
@@ -300,7 +279,6 @@ def _all_nodes(srcs: tuple[UOp | ConstValue, ...]) -> TypeGuard[tuple[UOp, ...]]
     return True
 
 
-# --8<-- [start:lift-numbers]
 def _lift_numbers(op: Ops, srcs: tuple[UOp | ConstValue, ...]) -> tuple[UOp, ...]:
     """The scalar-lifting rule: a Python number next to a node becomes a constant of that node's dtype, so
     2 * x keeps x's type; in a WHERE it takes the dtype of the other branch (both numbers: the first one's).
@@ -318,9 +296,6 @@ def _lift_numbers(op: Ops, srcs: tuple[UOp | ConstValue, ...]) -> tuple[UOp, ...
         else:
             out.append(UOp.const(s, dtype))
     return tuple(out)
-
-
-# --8<-- [end:lift-numbers]
 
 
 def const(value: ConstValue, dtype: DType | None = None) -> UOp:
@@ -362,7 +337,6 @@ def stack(*elements: UOp | ConstValue) -> UOp:
     return UOp(Ops.STACK, srcs[0].dtype, srcs)
 
 
-# --8<-- [start:toposort]
 def toposort(root: UOp, enter: Callable[[UOp], Iterable[UOp]] | None = None) -> list[UOp]:
     """Every node reachable from `root`, each after its sources; iterative, so depth does not matter.
 
@@ -386,10 +360,6 @@ def toposort(root: UOp, enter: Callable[[UOp], Iterable[UOp]] | None = None) -> 
     return order
 
 
-# --8<-- [end:toposort]
-
-
-# --8<-- [start:substitute]
 def substitute(root: UOp, mapping: dict[UOp, UOp], enter_calls: bool = True) -> UOp:
     """`root` with every node in `mapping` replaced; with `enter_calls=False`, CALL bodies are kept as they are."""
 
@@ -404,9 +374,6 @@ def substitute(root: UOp, mapping: dict[UOp, UOp], enter_calls: bool = True) -> 
         src = tuple(new.get(s, s) for s in u.src)
         new[u] = u if src == u.src else u.replace(src=src)
     return new[root]
-
-
-# --8<-- [end:substitute]
 
 
 def call_body_params(body: UOp) -> list[UOp]:
@@ -441,7 +408,6 @@ def _scalar_dtype(u: UOp) -> DType:
     return u.dtype
 
 
-# --8<-- [start:check-alu]
 def _check_alu(u: UOp) -> Shape:
     dt = _scalar_dtype(u)
     n = _ALU_ARITY[u.op]
@@ -465,10 +431,6 @@ def _check_alu(u: UOp) -> Shape:
     return _broadcast_shapes(u, u.src)
 
 
-# --8<-- [end:check-alu]
-
-
-# --8<-- [start:alu-tables]
 _ALU_ARITY: dict[Ops, int] = {**dict.fromkeys(Ops.UNARY, 1), **dict.fromkeys(Ops.BINARY, 2), Ops.WHERE: 3}
 
 _ALU_KINDS: dict[Ops, tuple[str, ...]] = {
@@ -479,15 +441,11 @@ _ALU_KINDS: dict[Ops, tuple[str, ...]] = {
 }
 
 
-# --8<-- [end:alu-tables]
-
-
 def operand_kinds(op: Ops) -> tuple[str, ...] | None:
     """The kinds of dtype ("bool", "int", "uint", "float") ALU op `op` is defined for; None for every kind."""
     return _ALU_KINDS.get(op)
 
 
-# --8<-- [start:check-const]
 def _check_const(u: UOp) -> Shape:
     dt, v = _scalar_dtype(u), u.arg
     if u.src:
@@ -503,9 +461,6 @@ def _check_const(u: UOp) -> Shape:
     if dt.is_float and not (math.isnan(v) or v == round_to(dt, v)):
         raise _fail(u, f"value {v!r} is not exactly a {dt.name}; use UOp.const, which rounds it")
     return ()
-
-
-# --8<-- [end:check-const]
 
 
 def _check_cast(u: UOp) -> Shape:
@@ -541,7 +496,6 @@ def _int_tuple(u: UOp, arg: Any, what: str, depth: int = 1) -> None:
         raise _fail(u, f"arg must be {what}, got {arg!r}")
 
 
-# --8<-- [start:movement-shapes]
 def _reshape_shape(u: UOp, shape: Shape, arg: Any) -> Shape:
     _int_tuple(u, arg, "a tuple of ints (the new shape)")
     if any(s < 1 for s in arg):
@@ -595,9 +549,6 @@ _MOVEMENT_SHAPE: dict[Ops, Callable[[UOp, Shape, Any], Shape]] = {
     Ops.PAD: _pad_shape,
     Ops.FLIP: _flip_shape,
 }
-
-
-# --8<-- [end:movement-shapes]
 
 
 def _check_identity(u: UOp) -> Shape:
@@ -774,7 +725,6 @@ def _check_void(u: UOp) -> Shape:
     return ()
 
 
-# --8<-- [start:check-node]
 _CHECKS: dict[Ops, Callable[[UOp], Shape]] = {
     **dict.fromkeys(Ops.ALU, _check_alu),
     **dict.fromkeys(Ops.MOVEMENT, _check_movement),
@@ -829,6 +779,3 @@ _TAKES_ARG = Ops.MOVEMENT | {
     Ops.ACCUMULATE,
     Ops.MMA,
 }
-
-
-# --8<-- [end:check-node]

@@ -43,7 +43,6 @@ def to_dot(root: UOp) -> str:
     return "\n".join([*lines, "}"]) + "\n"
 
 
-# --8<-- [start:to-mermaid]
 def to_mermaid(root: UOp) -> str:
     """Mermaid, which Markdown renderers such as the docs site draw in place."""
     order = toposort(root)
@@ -54,6 +53,3 @@ def to_mermaid(root: UOp) -> str:
         lines.append(f'  n{ids[u]}["{text}"]')
     lines += [f"  n{ids[s]} --> n{ids[u]}" for u in order for s in u.src]
     return "\n".join(lines) + "\n"
-
-
-# --8<-- [end:to-mermaid]

@@ -24,7 +24,6 @@ from uopc.lower.linearize import linearize
 from uopc.lower.stages import Binary, Kernel, LinearProgram, Source, Step
 
 
-# --8<-- [start:backend-protocol]
 class Renderer(Protocol):
     """Linear programs to source text in the backend's language."""
 
@@ -75,9 +74,6 @@ class Backend:
     compiler: Compiler
     runtime: Runtime
     linearize: Callable[[Kernel], LinearProgram] = linearize
-
-
-# --8<-- [end:backend-protocol]
 
 
 class BackendNotFound(UopcError, LookupError):

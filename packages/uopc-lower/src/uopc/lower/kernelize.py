@@ -26,7 +26,6 @@ from uopc.lower.stages import BufferSpec, Kernel, Plan, Step
 _CHEAP = (Ops.BUFFER, Ops.CONST)
 
 
-# --8<-- [start:normalize]
 def normalize(roots: Sequence[UOp], computed: Mapping[UOp, UOp] | None = None) -> tuple[UOp, list[UOp]]:
     """The roots with every BUFFER renumbered by first use and DETACH removed, and the original buffers.
 
@@ -53,16 +52,12 @@ def normalize(roots: Sequence[UOp], computed: Mapping[UOp, UOp] | None = None) -
     return new[graph], inputs
 
 
-# --8<-- [end:normalize]
-
-
 def _through_movement(u: UOp) -> UOp:
     while u.op in Ops.MOVEMENT:
         u = u.src[0]
     return u
 
 
-# --8<-- [start:materialize]
 def materialized(graph: UOp) -> list[UOp]:
     """The nodes that get a buffer of their own, in graph order (sources first)."""
     roots = set(graph.src)
@@ -90,9 +85,6 @@ def _shared_reduces(chosen: set[UOp], buffers: set[UOp]) -> set[UOp]:
     return {u for u, n in count.items() if n > 1}
 
 
-# --8<-- [end:materialize]
-
-
 def _region(m: UOp, boundaries: set[UOp]) -> list[UOp]:
     """The nodes computed inside m's kernel: everything below m up to the boundaries (which are loaded)."""
     return toposort(m, lambda u: [] if u is not m and u in boundaries else u.src)
@@ -110,7 +102,6 @@ class _Group:
     elementwise: bool
 
 
-# --8<-- [start:group-outputs]
 def group_outputs(order: list[UOp], boundaries: set[UOp]) -> list[_Group]:
     """Kernels as groups of materialized nodes, in a valid execution order.
 
@@ -147,9 +138,6 @@ def _may_join(i: int, deps: list[UOp], group_of: dict[UOp, int], needs: dict[UOp
     return all(group_of[d] == i or (group_of[d] < i and i not in needs[d]) for d in deps)
 
 
-# --8<-- [end:group-outputs]
-
-
 def _kernel_name(shape: tuple[int, ...], reduces: bool, taken: set[str]) -> str:
     base = ("r_" if reduces else "E_") + "_".join(map(str, shape or (1,)))
     name, n = base, 1
@@ -159,7 +147,6 @@ def _kernel_name(shape: tuple[int, ...], reduces: bool, taken: set[str]) -> str:
     return name
 
 
-# --8<-- [start:make-plan]
 def make_plan(graph: UOp, opt: bool = True) -> Plan:
     """The plan for a normalized graph (see `normalize`): one kernel per group of materialized nodes, each
     with the opts `choose_opts` picks for it (none if `opt` is off)."""
@@ -192,10 +179,6 @@ def make_plan(graph: UOp, opt: bool = True) -> Plan:
     return Plan(tuple(kernels), tuple(steps), tuple(buffers), n_inputs, tuple(outputs))
 
 
-# --8<-- [end:make-plan]
-
-
-# --8<-- [start:lower-group]
 def _lower_group(group: _Group, boundaries: set[UOp], where: dict[UOp, int]) -> tuple[UOp, tuple[int, ...]]:
     """The kernel graph for one group, with its parameters numbered 0.. and the plan buffer of each."""
     members = set(group.members)
@@ -230,10 +213,6 @@ def _lower_group(group: _Group, boundaries: set[UOp], where: dict[UOp, int]) -> 
     return kernel, tuple(by_slot[old] for old in sorted(used))
 
 
-# --8<-- [end:lower-group]
-
-
-# --8<-- [start:plan-cache]
 class PlanCache:
     """Plans by normalized graph (and optimizer setting), the least recently used dropped beyond `size`.
     Counts how many it made, for tests and DEBUG."""
@@ -254,6 +233,3 @@ class PlanCache:
         if len(self.plans) > self.size:
             self.plans.popitem(last=False)
         return plan, True
-
-
-# --8<-- [end:plan-cache]

@@ -39,7 +39,6 @@ ROOT = None  # the block outside every loop
 Block = UOp | None
 
 
-# --8<-- [start:loop-ranges]
 def loop_ranges(nodes: Iterable[UOp]) -> dict[UOp, frozenset[UOp]]:
     """For each node (sources first), the ranges whose loops must be open where it is computed."""
     ranges: dict[UOp, frozenset[UOp]] = {}
@@ -53,10 +52,6 @@ def loop_ranges(nodes: Iterable[UOp]) -> dict[UOp, frozenset[UOp]]:
     return ranges
 
 
-# --8<-- [end:loop-ranges]
-
-
-# --8<-- [start:expand-reduces]
 def reduce_identity(op: Ops, dtype: DType) -> UOp:
     """The value an accumulator starts from: 0 for a sum, -inf (or the smallest integer) for a max."""
     value = {Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: dtype.min, Ops.MIN: dtype.max}[op]
@@ -100,10 +95,6 @@ def expand_reduces(kernel: UOp) -> UOp:
     return graph_rewrite(kernel, _reduces_to_accumulators, ctx={"accs": 0, "scopes": shared_scopes(kernel)})
 
 
-# --8<-- [end:expand-reduces]
-
-
-# --8<-- [start:loop-tree]
 class LoopTree:
     """Which loop each loop is nested in, built from the END nodes that close them."""
 
@@ -151,8 +142,6 @@ class LoopTree:
             )
         return deepest
 
-    # --8<-- [end:loop-tree]
-
     def child_toward(self, b: Block, inner: Block) -> Block:
         """The loop directly inside b that contains block `inner` (or inner itself if it is b)."""
         while inner is not b:
@@ -171,7 +160,6 @@ def _names(rs: Iterable[UOp | None]) -> str:
     return "[" + ", ".join("root" if r is None else f"{r.arg.kind.value}{r.arg.axis}" for r in rs) + "]"
 
 
-# --8<-- [start:linear-order]
 def linear_order(kernel: UOp) -> list[UOp]:
     """The kernel's nodes in program order; a RANGE opens its loop, and an ENDRANGE closes it.
 
@@ -196,10 +184,6 @@ def linear_order(kernel: UOp) -> list[UOp]:
     return _emit(items, after, order, tree)
 
 
-# --8<-- [end:linear-order]
-
-
-# --8<-- [start:schedule]
 def _item(tree: LoopTree, block: dict[UOp, Block], u: UOp, b: Block) -> UOp:
     """What stands for `u` in block b: u itself, or the loop of b that u is inside."""
     if block[u] is b:
@@ -238,10 +222,6 @@ def _schedule(
     return out
 
 
-# --8<-- [end:schedule]
-
-
-# --8<-- [start:emit]
 def _emit(items: dict[Block, set[UOp]], after: dict[UOp, set[UOp]], order: dict[UOp, int], tree: LoopTree) -> list[UOp]:
     """Walk the blocks depth-first without recursion: a loop's contents go between its RANGE and ENDRANGE."""
     program: list[UOp] = []
@@ -258,15 +238,8 @@ def _emit(items: dict[Block, set[UOp]], after: dict[UOp, set[UOp]], order: dict[
     return program
 
 
-# --8<-- [end:emit]
-
-
-# --8<-- [start:linearize]
 def linearize(kernel: Kernel) -> LinearProgram:
     """The arrow from a kernel to its program: the kernel's opts applied, its nodes put in program order, and
     the reduce axes its loads stride along, which a renderer needs to decide what to vectorize."""
     ast = apply_opts(kernel.ast, kernel.opts)
     return LinearProgram(kernel.name, kernel.params, kernel.written, tuple(linear_order(ast)), strided_axes(ast))
-
-
-# --8<-- [end:linearize]

@@ -14,7 +14,6 @@ from uopc.ir import AxisType, Ops, UOp, accumulator_dtype, linear_terms, prod, r
 from uopc.lower.rangeify import LowerError
 
 
-# --8<-- [start:opts]
 @dataclass(frozen=True)
 class Opts:
     """Which axes to upcast, unroll and thread. Axis numbers are those of the kernel's ranges:
@@ -23,9 +22,6 @@ class Opts:
     upcast: dict[int, int] = field(default_factory=dict)  # output axis -> factor
     unroll: dict[int, int] = field(default_factory=dict)  # reduce axis -> factor
     thread: int | None = None  # output axis to run in parallel
-
-
-# --8<-- [end:opts]
 
 
 def find_range(kernel: UOp, axis: int) -> UOp:
@@ -43,7 +39,6 @@ def _split(r: UOp, n: int, what: str) -> UOp:
     return range_(UOp.const(size // n, r.scalar_dtype), r.arg.axis, r.arg.kind)  # in the kernel's index type
 
 
-# --8<-- [start:upcast]
 def upcast(kernel: UOp, axis: int, n: int) -> UOp:
     """Compute n outputs along `axis` per iteration: every statement over that axis is copied n times."""
     r = find_range(kernel, axis)
@@ -63,10 +58,6 @@ def upcast(kernel: UOp, axis: int, n: int) -> UOp:
     return simplify(sink(*out))
 
 
-# --8<-- [end:upcast]
-
-
-# --8<-- [start:unroll]
 def unroll(kernel: UOp, axis: int, n: int) -> UOp:
     """Combine n values per iteration of reduce `axis`: the loop body is copied n times and chained."""
     r = find_range(kernel, axis)
@@ -88,10 +79,6 @@ def unroll(kernel: UOp, axis: int, n: int) -> UOp:
     return simplify(substitute(kernel, new))
 
 
-# --8<-- [end:unroll]
-
-
-# --8<-- [start:thread]
 def thread(kernel: UOp, axis: int) -> UOp:
     """Run the loop over output `axis` on all cores: it becomes the outermost loop, an OpenMP parallel for."""
     r = find_range(kernel, axis)
@@ -108,10 +95,6 @@ def thread(kernel: UOp, axis: int) -> UOp:
     return sink(*out)
 
 
-# --8<-- [end:thread]
-
-
-# --8<-- [start:choose-opts]
 THREAD_MIN_WORK = 1 << 18  # below this many inner iterations, starting threads costs more than it saves
 
 
@@ -163,10 +146,6 @@ def choose_opts(kernel: UOp) -> Opts:
     return Opts(upcast=upcast, thread=threaded)
 
 
-# --8<-- [end:choose-opts]
-
-
-# --8<-- [start:apply-opts]
 MAX_UPCAST = 64  # values per register tile: gcc needed minutes for a 16x16 tile, and it spilled registers
 
 
@@ -182,6 +161,3 @@ def apply_opts(kernel: UOp, opts: Opts) -> UOp:
     if opts.thread is not None:
         kernel = thread(kernel, opts.thread)
     return kernel
-
-
-# --8<-- [end:apply-opts]

@@ -15,7 +15,6 @@ from uopc.lower.backend import Backend, Executable
 from uopc.lower.stages import Binary, LinearProgram, Plan, Source
 
 
-# --8<-- [start:compile-plan]
 @dataclass(frozen=True)
 class StageTimes:
     """Seconds each arrow of compile_plan took, for the whole plan."""
@@ -52,6 +51,3 @@ def compile_plan(plan: Plan, backend: Backend) -> CompiledPlan:
     loaded = time.perf_counter()
     times = StageTimes(linearized - start, rendered - linearized, compiled - rendered, loaded - compiled)
     return CompiledPlan(programs, source, binary, executable, times)
-
-
-# --8<-- [end:compile-plan]

@@ -41,7 +41,6 @@ class LowerError(UopcError, ValueError):
     """A shaped graph rangeify cannot lower: an op with no meaning in a kernel, or outputs that disagree."""
 
 
-# --8<-- [start:flat-index]
 def flat_index(idx: Index, shape: Sequence[int]) -> UOp:
     """The row-major offset of element `idx` of an array of `shape`, in the integer type of `idx`."""
     flat = UOp.const(0, idx[0].scalar_dtype if idx else WIDE_INDEX)
@@ -60,10 +59,6 @@ def unflat_index(flat: UOp, shape: Sequence[int]) -> Index:
     return tuple(out)
 
 
-# --8<-- [end:flat-index]
-
-
-# --8<-- [start:movement-index]
 def source_index(m: UOp, idx: Index, valid: UOp) -> tuple[Index, UOp]:
     """The index into m's source that element `idx` of movement op `m` reads, and when that read is valid."""
     shape, arg = m.src[0].shape, m.arg
@@ -86,9 +81,6 @@ def source_index(m: UOp, idx: Index, valid: UOp) -> tuple[Index, UOp]:
     return src_idx, simplify(valid)
 
 
-# --8<-- [end:movement-index]
-
-
 class Rangeify:
     """Lowers the nodes of one kernel; numbers its loops; remembers each (node, index, valid) it built."""
 
@@ -103,7 +95,6 @@ class Rangeify:
             self.children[job] = self._sources(*job)
         return self.children[job]
 
-    # --8<-- [start:rangeify-sources]
     def _sources(self, u: UOp, idx: Index, valid: UOp) -> list[Job]:
         if _never(valid):  # only padding reads this element, and padding is 0: nothing below is needed
             return []
@@ -121,15 +112,12 @@ class Rangeify:
             return []
         raise LowerError(f"{u.op.name}: cannot be lowered into a kernel (dtype {u.dtype.name}, shape {u.shape})")
 
-    # --8<-- [end:rangeify-sources]
-
     def new_range(self, size: int) -> UOp:
         if size == 1:
             return UOp.const(0, WIDE_INDEX)
         self.next_axis += 1
         return range_(UOp.const(size, WIDE_INDEX), self.next_axis - 1, AxisType.REDUCE)
 
-    # --8<-- [start:rangeify-build]
     def build(self, job: Job, srcs: list[UOp]) -> UOp:
         """The scalar value of element `idx` of `u`, given the values of its sources."""
         u, idx, valid = job
@@ -152,9 +140,6 @@ class Rangeify:
             return _select(idx[0], srcs)
         return UOp(u.op, u.dtype, srcs)
 
-    # --8<-- [end:rangeify-build]
-
-    # --8<-- [start:lower-value]
     def lower(self, root: UOp, idx: Index) -> UOp:
         """The scalar value of element `idx` of the shaped node `root`; iterative, each job built once."""
         stack: list[tuple[Job, bool]] = [((root, idx, UOp.const(True)), False)]
@@ -168,8 +153,6 @@ class Rangeify:
                 continue
             self.built[job] = self.build(job, [self.built[s] for s in self.sources(job)])
         return self.built[(root, idx, UOp.const(True))]
-
-    # --8<-- [end:lower-value]
 
 
 def _never(valid: UOp) -> bool:
@@ -194,7 +177,6 @@ def _select(i: UOp, values: list[UOp]) -> UOp:
 _inline_calls = PatternMatcher([(UPat(Ops.CALL, name="c"), inline_call)])
 
 
-# --8<-- [start:index-types]
 WIDE_INDEX = dtypes.int64
 """The type index arithmetic is built in: wide enough that no index of a view within MAX_VIEW_ELEMENTS wraps."""
 I32 = dtypes.int32
@@ -253,10 +235,6 @@ def narrow_indices(kernel: UOp) -> UOp:
     return new[kernel]
 
 
-# --8<-- [end:index-types]
-
-
-# --8<-- [start:rangeify]
 def rangeify(outputs: Sequence[tuple[UOp, UOp]]) -> UOp:
     """The kernel that writes each shaped `value` into its `destination` BUFFER: `[(destination, value), ...]`.
 
@@ -284,6 +262,3 @@ def rangeify(outputs: Sequence[tuple[UOp, UOp]]) -> UOp:
         )
         stores.append(store.end(*ranges) if ranges else store)
     return narrow_indices(simplify(sink(*stores)))
-
-
-# --8<-- [end:rangeify]

@@ -19,7 +19,6 @@ from uopc.lower.opt import Opts
 from uopc.lower.rangeify import LowerError
 
 
-# --8<-- [start:params]
 @dataclass(frozen=True)
 class Param:
     """One buffer parameter of a kernel. Kernels name their parameters data0, data1, ... by slot."""
@@ -45,10 +44,6 @@ def kernel_params(kernel: UOp) -> tuple[Param, ...]:
     return tuple(found[s] for s in sorted(found))
 
 
-# --8<-- [end:params]
-
-
-# --8<-- [start:kernel]
 @dataclass(frozen=True)
 class Kernel:
     """One kernel of a plan: its name, its graph (loops over buffers, as rangeify made it) and the opts
@@ -69,9 +64,6 @@ class Kernel:
         return frozenset(u.src[0].arg.slot for u in self.ast.toposort() if u.op is Ops.STORE)
 
 
-# --8<-- [end:kernel]
-
-
 @dataclass(frozen=True)
 class Step:
     """One kernel call of a plan: which kernel, and which of the plan's buffers fills each parameter."""
@@ -86,7 +78,6 @@ class BufferSpec:
     size: int
 
 
-# --8<-- [start:plan]
 @dataclass(frozen=True, eq=False)
 class Plan:
     """How to compute a normalized graph: kernels, the buffers they use, and the order of calls.
@@ -104,10 +95,6 @@ class Plan:
     outputs: tuple[int, ...]
 
 
-# --8<-- [end:plan]
-
-
-# --8<-- [start:linear-program]
 @dataclass(frozen=True)
 class LinearProgram:
     """A kernel as a renderer gets it: its nodes in program order (a RANGE opens a loop, an ENDRANGE closes
@@ -136,10 +123,6 @@ class LinearProgram:
         return total
 
 
-# --8<-- [end:linear-program]
-
-
-# --8<-- [start:source-binary]
 @dataclass(frozen=True)
 class Source:
     """What a renderer wrote: the text of every program of a plan, in the backend's language."""
@@ -155,6 +138,3 @@ class Binary:
     key: str
     path: Path
     data: bytes = field(repr=False)
-
-
-# --8<-- [end:source-binary]

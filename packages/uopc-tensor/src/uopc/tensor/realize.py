@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from uopc.tensor.tensor import Tensor
 
 
-# --8<-- [start:realizer]
 class Realizer:
     """The state that realize keeps between calls, one per process (`realizer`). What lives how long:
 
@@ -66,7 +65,6 @@ class Realizer:
 
 
 realizer = Realizer()
-# --8<-- [end:realizer]
 
 
 def debug_level() -> int:
@@ -101,7 +99,6 @@ def _run_each(plan: Plan, compiled: CompiledPlan, buffers: list[Any]) -> tuple[f
     return tuple(first)
 
 
-# --8<-- [start:realize]
 def realize(roots: Sequence[UOp], device: str) -> list[UOp]:
     """Compute `roots` on `device`; returns a BUFFER node holding each root's value."""
     start = time.perf_counter()
@@ -133,6 +130,3 @@ def realize(roots: Sequence[UOp], device: str) -> list[UOp]:
     return [
         inputs[o] if o < plan.n_inputs else realizer.new_buffer(buffers[o], plan.buffers[o].dtype) for o in plan.outputs
     ]
-
-
-# --8<-- [end:realize]

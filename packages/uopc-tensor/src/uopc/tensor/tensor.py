@@ -35,7 +35,6 @@ def _default_device() -> str:
     return os.environ.get("DEVICE", "C").upper()
 
 
-# --8<-- [start:broadcast-shape]
 def broadcast_shape(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
     """numpy's broadcasting: align shapes on the right; each axis must match or be 1."""
     ndim = max(len(s) for s in shapes)
@@ -47,9 +46,6 @@ def broadcast_shape(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
             raise TensorError(f"{op}: shapes {' and '.join(str(s) for s in shapes)} do not broadcast")
         out.append(big.pop() if big else 1)
     return tuple(out)
-
-
-# --8<-- [end:broadcast-shape]
 
 
 def _axes(axis: AxisArg, shape: tuple[int, ...], op: str) -> tuple[int, ...]:
@@ -77,7 +73,6 @@ def _is_index(v: object) -> TypeGuard[int | np.integer[Any]]:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
-# --8<-- [start:to-dtype]
 def to_dtype(spec: DTypeLike, op: str = "dtype") -> DType:
     """The DType that `spec` names: a DType, one of its names ("float32", "f32", "bfloat16"), or a numpy dtype
     or scalar type (np.float32, np.dtype("int8"); Python's float is float64, as in numpy and PyTorch).
@@ -96,9 +91,6 @@ def to_dtype(spec: DTypeLike, op: str = "dtype") -> DType:
         f"{op}: {spec!r} is not a dtype; give a uopc dtype (dtypes.float32), a numpy dtype or scalar type "
         f"(np.float32), or a name: {names}"
     )
-
-
-# --8<-- [end:to-dtype]
 
 
 def _is_operand(v: object) -> TypeGuard[Operand]:
@@ -121,7 +113,6 @@ def _operator(method: Callable[[Tensor, Any], Tensor]) -> Callable[[Tensor, Any]
     return checked
 
 
-# --8<-- [start:tensor-init]
 class Tensor(OpMixin["Scalar | np.generic[Any]"]):
     """A lazy n-dimensional array. Build one from a numpy array, a nested list or a Python scalar."""
 
@@ -147,8 +138,6 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
         if requires_grad:
             self.requires_grad_()
 
-    # --8<-- [end:tensor-init]
-
     # ---- basics ----
     @property
     def shape(self) -> tuple[int, ...]:
@@ -172,7 +161,6 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
     __hash__ = object.__hash__  # by identity: == compares elements, so equal tensors need not hash alike
 
     # ---- Python protocols ----
-    # --8<-- [start:protocols]
     def __bool__(self) -> bool:
         """The truth of a one-element tensor, computed; for more elements it is ambiguous, as in numpy."""
         if self.numel() != 1:
@@ -230,9 +218,6 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
         the original, and a pickled graph has no data once read in another process."""
         return (Tensor, (self.numpy(), self.dtype.name, self.device, self.requires_grad))
 
-    # --8<-- [end:protocols]
-
-    # --8<-- [start:derive]
     def requires_grad_(self, value: bool = True) -> Tensor:
         """Mark this tensor as a leaf whose gradient `backward()` computes (it is realized first)."""
         if value and not self.dtype.is_float:
@@ -253,9 +238,6 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
         out.requires_grad = tracked and Tensor._grad_enabled
         return out
 
-    # --8<-- [end:derive]
-
-    # --8<-- [start:tensor-realize]
     # ---- realizing ----
     def realize(self, *others: Tensor) -> Tensor:
         """Compute this tensor (and `others`, in the same plan) now; returns self."""
@@ -280,8 +262,6 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
         base = value if value.op is Ops.BUFFER else value.src[0]
         return np.array(runtime.to_numpy(realizer.buffers[base]), copy=True).reshape(self.shape)
 
-    # --8<-- [end:tensor-realize]
-
     def item(self) -> Scalar:
         return self._only_value("item()")
 
@@ -300,12 +280,9 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
         The kernel that computes them may also compute other outputs of the same shape."""
         return self._derive(UOp(Ops.CONTIGUOUS, self.uop.dtype, (self.uop,)), self)
 
-    # --8<-- [start:detach]
     def detach(self) -> Tensor:
         """The same values, with no gradient flowing back through them."""
         return Tensor(UOp(Ops.DETACH, self.uop.dtype, (self.uop,)), device=self.device)
-
-    # --8<-- [end:detach]
 
     def cast(self, dtype: DTypeLike) -> Tensor:
         """The values converted to `dtype`. They are not computed yet, so not checked: a narrower integer type
@@ -317,7 +294,6 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
         return self.cast(dtypes.float32)
 
     # ---- gradients ----
-    # --8<-- [start:no-grad]
     @staticmethod
     @contextlib.contextmanager
     def no_grad() -> Iterator[None]:
@@ -328,9 +304,6 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
         finally:
             Tensor._grad_enabled = before
 
-    # --8<-- [end:no-grad]
-
-    # --8<-- [start:backward]
     def backward(self) -> None:
         """Add d self / d leaf to `.grad` of every leaf with requires_grad that self depends on."""
         if self.numel() != 1:
@@ -347,10 +320,7 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
                 g = Tensor(grads[t.uop], device=t.device)
                 t.grad = g if t.grad is None else t.grad + g
 
-    # --8<-- [end:backward]
-
     # ---- creation ----
-    # --8<-- [start:creation]
     @staticmethod
     def manual_seed(seed: int) -> None:
         """Make rand, randn and uniform (and layers initialized with them) repeat from run to run."""
@@ -421,10 +391,7 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
         data = Tensor._rng.uniform(low, high, _sizes("uniform", shape))
         return Tensor(data, dtype=_float_dtype(dtype, "uniform"), **kw)
 
-    # --8<-- [end:creation]
-
     # ---- elementwise ----
-    # --8<-- [start:operands]
     def _operands(self, other: Operand, op: str, reverse: bool = False) -> tuple[UOp, UOp, list[Tensor]]:
         """Both operands as UOps of one dtype and shape: promoted, and broadcast as numpy does."""
         if isinstance(other, Tensor):
@@ -459,9 +426,6 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
             raise TensorError(f"{name}: {op.name} is not defined for {dt.name}; it takes {' or '.join(kinds)} operands")
         return self._derive(a.alu(op, b), *sources)
 
-    # --8<-- [end:operands]
-
-    # --8<-- [start:tensor-alu]
     def _alu(self, op: Ops, *operands: Operand, reverse: bool = False) -> Tensor:
         """The one hook of the operator layer (uopc.ir's OpMixin gives +, -, <, maximum, exp, ... through it).
 
@@ -478,8 +442,6 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
 
     def _is_operand(self, x: object) -> bool:
         return _is_operand(x)
-
-    # --8<-- [end:tensor-alu]
 
     def _unary(self, op: Ops) -> Tensor:
         """-x keeps the dtype (of a bool it is logical not, as in PyTorch); the math functions compute in float."""
@@ -552,7 +514,6 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
     def __abs__(self) -> Tensor:
         return self.abs()
 
-    # --8<-- [start:in-place]
     def _assign(self, new: Tensor, op: str) -> Tensor:
         """`t op= x` changes t itself, as in numpy and PyTorch, so every name for t sees the new value: `p -= lr * g`
         on a model's parameter updates the model. (Python would otherwise rebind the name `p` alone, and the model
@@ -611,8 +572,6 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
 
     def __imatmul__(self, w: object) -> Tensor:
         return self._assign(self.matmul(w), "@=") if isinstance(w, Tensor) else cast(Tensor, NotImplemented)
-
-    # --8<-- [end:in-place]
 
     def isnan(self) -> Tensor:
         """True where the value is NaN, the one value not equal to itself."""
@@ -678,7 +637,6 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
         sigmoid a gradient of 0 there)."""
         return (self < 0).where(self, -self)
 
-    # --8<-- [start:activations]
     def sigmoid(self) -> Tensor:
         """1 / (1 + e^-x), built from e = e^-|x| <= 1: no step overflows, so no 0 * inf spoils the gradient."""
         x, out = self._float_math()
@@ -717,10 +675,7 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
         x, out = self._float_math()
         return (x * x.sigmoid()).cast(out)
 
-    # --8<-- [end:activations]
-
     # ---- reductions ----
-    # --8<-- [start:reductions]
     def _reduce(self, op: Ops, axis: AxisArg, keepdim: bool, name: str) -> Tensor:
         axes = _axes(axis, self.shape, name)
         x = self.cast(_sum_dtype(self.dtype)) if op is Ops.ADD else self
@@ -760,8 +715,6 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
         centered = x - x.mean(axis, keepdim=True)
         return (centered.square().sum(axis, keepdim) / float(max(n - correction, 0))).cast(out)
 
-    # --8<-- [end:reductions]
-
     def std(self, axis: AxisArg = None, keepdim: bool = False, correction: int = 1) -> Tensor:
         """sqrt(var), with gradient 0 where the values are all equal, as in PyTorch: there d sqrt(v)/dv is
         infinite and the centered values are 0, so the plain chain rule would give 0 * inf = NaN."""
@@ -795,7 +748,6 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
         first = hit.where(countdown, 0).max(a, keepdim=keepdim)
         return (n - first).detach()
 
-    # --8<-- [start:stable]
     def logsumexp(self, axis: AxisArg = -1, keepdim: bool = False) -> Tensor:
         m = self.max(axis, keepdim=True).detach()
         if self.dtype.is_float:  # an infinite max would give inf - inf = NaN: shift by 0 instead, as PyTorch
@@ -843,8 +795,6 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
         # and -inf * 0 is NaN
         picked = labels.one_hot(self.shape[-1]).cast(dtypes.bool).where(self.log_softmax(-1), 0.0)
         return -picked.sum(-1).mean()
-
-    # --8<-- [end:stable]
 
     # ---- movement ----
     def _broadcast_to(self, shape: tuple[int, ...]) -> Tensor:
@@ -904,7 +854,6 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
             raise TensorError(f"shrink: bounds {arg} do not fit {self.shape}")
         return self._derive(self.uop.shrink(arg), self)
 
-    # --8<-- [start:pad]
     def pad(self, padding: Sequence[tuple[int, int]], value: Scalar = 0.0) -> Tensor:
         """Pad each axis by (before, after) elements of `value`; negative widths cut elements off instead."""
         if len(padding) != self.ndim:
@@ -923,8 +872,6 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
         inside = Tensor.ones(*x.shape, dtype=dtypes.bool, device=self.device)
         mask = Tensor(inside.uop.pad(grow), device=self.device)
         return mask.where(padded, value)
-
-    # --8<-- [end:pad]
 
     def flip(self, axis: AxisArg = None) -> Tensor:
         return self._derive(self.uop.flip(_axes(axis, self.shape, "flip")), self)
@@ -993,7 +940,6 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
         return Tensor.cat(*(t.unsqueeze(d) for t in tensors), dim=d)
 
     # ---- matrix products ----
-    # --8<-- [start:matmul]
     def matmul(self, w: Tensor) -> Tensor:
         """Matrix product with numpy's rules: 1-D operands get an axis, leading axes broadcast."""
         if not isinstance(w, Tensor):
@@ -1011,8 +957,6 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
         if self.ndim == 1:
             out = out.squeeze(-2)
         return out.squeeze(-1) if w.ndim == 1 else out
-
-    # --8<-- [end:matmul]
 
     def __matmul__(self, w: object) -> Tensor:
         return self.matmul(w) if isinstance(w, Tensor) else cast(Tensor, NotImplemented)
@@ -1273,7 +1217,6 @@ def _check_index_kind(item: object) -> None:
     )
 
 
-# --8<-- [start:take-range]
 def _take_range(t: Tensor, axis: int, start: int, stop: int, step: int) -> Tensor:
     """Elements start, start+step, ... (before stop) of one axis, for any nonzero step."""
     idx = range(start, stop, step)
@@ -1294,6 +1237,3 @@ def _take_range(t: Tensor, axis: int, start: int, stop: int, step: int) -> Tenso
     keep: list[tuple[int, int] | None] = [None] * grouped.ndim
     keep[axis + 1] = (0, 1)
     return grouped.shrink(keep).reshape((*out.shape[:axis], n, *out.shape[axis + 1 :]))
-
-
-# --8<-- [end:take-range]

@@ -32,7 +32,6 @@ from pathlib import Path
 from uopc.ir import UopcError
 from uopc.lower import Binary, Source
 
-# --8<-- [start:default-cflags]
 # -O3 and the host's instruction set; OpenMP for threaded loops and for `omp simd` reduce loops. Float
 # arithmetic is IEEE, as numpy's is: gcc's default for GNU C fuses a*b + c (-ffp-contract=fast), so it is
 # switched off, and nothing lets gcc reorder float math (-fassociative-math would fold x * 0.0 to 0 and
@@ -41,10 +40,8 @@ from uopc.lower import Binary, Source
 # math functions need not set errno, and float operations may be speculated. -fwrapv makes signed
 # overflow wrap, as the IR's constant folding assumes.
 DEFAULT_CFLAGS = "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -ffp-contract=off -fwrapv"
-# --8<-- [end:default-cflags]
 
 
-# --8<-- [start:compile-error]
 class CompileError(UopcError, RuntimeError):
     """The compiler rejected a source; carries its message and the source with line numbers."""
 
@@ -54,14 +51,10 @@ class CompileError(UopcError, RuntimeError):
         self.compiler_message, self.source = message, source
 
 
-# --8<-- [end:compile-error]
-
-
 class CacheError(UopcError, RuntimeError):
     """The kernel cache cannot be trusted or is set up wrong; the message says how to fix it."""
 
 
-# --8<-- [start:cache-key]
 def compiler() -> str:
     """The C compiler command: $CC, else gcc. Part of the kernel cache key."""
     return os.environ.get("CC", "gcc")
@@ -117,14 +110,10 @@ def cache_key(source: str, cc: str, flags: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-# --8<-- [end:cache-key]
-
-
 def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
 
-# --8<-- [start:private]
 def check_private(st: os.stat_result, path: Path) -> None:
     """Refuse a cache folder or library that another user wrote, or could write: loading a library runs it."""
     kind = "folder" if stat.S_ISDIR(st.st_mode) else "file"
@@ -160,10 +149,6 @@ def checked_entry(key: str, create: bool) -> Path | None:
     return levels[-1]
 
 
-# --8<-- [end:private]
-
-
-# --8<-- [start:cached-library]
 def entry_folder(key: str) -> Path:
     return cache_dir() / key[:2] / key
 
@@ -256,9 +241,6 @@ class CCompiler:
         return build_binary(source.text)
 
 
-# --8<-- [end:cached-library]
-
-
 def _build_folder(key: str) -> tuple[Path, tempfile.TemporaryDirectory[str]]:
     """The entry's folder, made if need be, and a temporary folder in it to build in.
 
@@ -271,7 +253,6 @@ def _build_folder(key: str) -> tuple[Path, tempfile.TemporaryDirectory[str]]:
             return folder, tempfile.TemporaryDirectory(dir=folder, prefix="build-")
 
 
-# --8<-- [start:check-built]
 ELF_MAGIC, ET_DYN = b"\x7fELF", 3  # ET_DYN: the e_type of a shared object
 
 
@@ -291,10 +272,6 @@ def check_built(path: Path, cc: str, flags: str) -> bytes:
     return data
 
 
-# --8<-- [end:check-built]
-
-
-# --8<-- [start:evict]
 DEFAULT_CACHE_MAX_MB = 512
 
 
@@ -330,9 +307,6 @@ def evict(bucket: Path, keep: Path) -> None:
                 lib.unlink()
                 lib.parent.rmdir()  # fails, and the folder stays, while another process builds in it
             total -= size
-
-
-# --8<-- [end:evict]
 
 
 ABANDONED_AFTER_SECONDS = 3600  # no build takes an hour: a build folder this old belongs to a killed process

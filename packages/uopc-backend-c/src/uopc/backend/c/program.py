@@ -37,17 +37,12 @@ class CParam:
     const: bool
 
 
-# --8<-- [start:numpy-dtype]
 def numpy_dtype(dtype: DType) -> np.dtype[Any]:
     """The numpy dtype of a buffer of `dtype`. numpy has no bfloat16: a bfloat16 buffer is a uint16 array of
     bit patterns, each the top half of the float32 with the same value (the C side stores exactly that)."""
     return np.dtype(np.uint16) if dtype is dtypes.bfloat16 else np.dtype(dtype.np_name)
 
 
-# --8<-- [end:numpy-dtype]
-
-
-# --8<-- [start:parse-signature]
 _C_TYPES = {d.c_name: d for d in dtypes.all() if d is not dtypes.bfloat16}  # bfloat16 is declared as its bits
 _PARAM = re.compile(r"^\s*(const\s+)?([a-zA-Z_][\w ]*?)\s+(\w+)\s*\[\s*restrict\s+static\s+(\d+)\s*\]\s*$")
 
@@ -69,10 +64,6 @@ def parse_signature(source: str, name: str) -> list[CParam]:
     return params
 
 
-# --8<-- [end:parse-signature]
-
-
-# --8<-- [start:check-arrays]
 def check_arrays(fn: str, params: Sequence[CParam], arrays: Sequence[Any]) -> None:
     """Raise ArgumentError unless each array matches its parameter exactly."""
     if len(arrays) != len(params):
@@ -114,18 +105,15 @@ def _check_no_overlap(fn: str, params: Sequence[CParam], arrays: Sequence[Any]) 
                 )
 
 
-# --8<-- [end:check-arrays]
+def _shorten_openmp_spin() -> None:
+    """OpenMP threads that finish a parallel loop spin, waiting for the next one, for about 300,000
+    iterations by default. When the machine is busy, a spinning thread holds a core that another thread of
+    the same loop needs, and a training step ran ten times slower. A short spin keeps the fast hand-off when
+    the machine is idle. A user's value wins."""
+    os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 
-# --8<-- [start:gomp-spin]
-# OpenMP threads that finish a parallel loop spin, waiting for the next one, for about 300,000 iterations
-# by default. When the machine is busy, a spinning thread holds a core that another thread of the same
-# loop needs, and a training step ran ten times slower. A short spin keeps the fast hand-off when the
-# machine is idle. Set before the first library loads libgomp, which reads it once; a user's value wins.
-os.environ.setdefault("GOMP_SPINCOUNT", "10000")
-
-
-# --8<-- [end:gomp-spin]
+_shorten_openmp_spin()  # on import: before the first library loads libgomp, which reads the value once
 
 
 @functools.cache
@@ -148,7 +136,6 @@ def load_binary(binary: Binary) -> ctypes.CDLL:
         return ctypes.CDLL(str(copy))
 
 
-# --8<-- [start:program]
 class Program:
     """A C function built from source and callable on numpy arrays: `Program(src, "k")(a, b, out)`."""
 
@@ -161,6 +148,3 @@ class Program:
     def __call__(self, *arrays: Any) -> None:
         check_arrays(self.name, self.params, arrays)
         self.fn(*(a.ctypes.data for a in arrays))
-
-
-# --8<-- [end:program]

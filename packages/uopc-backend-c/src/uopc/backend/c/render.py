@@ -21,7 +21,6 @@ class RenderError(UopcError, ValueError):
 _FLOAT_VALUED = (dtypes.float32, dtypes.bfloat16)  # C float holds their values (see c_type)
 
 
-# --8<-- [start:c-literal]
 def c_literal(value: bool | int | float, dtype: DType) -> str:
     """A C constant of exactly `dtype`'s value: 1.0f, 2LL, 3u, INFINITY, NAN."""
     if dtype.is_bool:
@@ -40,9 +39,6 @@ def c_literal(value: bool | int | float, dtype: DType) -> str:
     return f"({value}{suffix})" if int(value) < 0 else f"{value}{suffix}"
 
 
-# --8<-- [end:c-literal]
-
-
 def _math(name: str) -> Callable[[list[str], DType], str]:
     def render(a: list[str], dt: DType) -> str:
         if dt is dtypes.float64:
@@ -59,7 +55,6 @@ def _helper_call(kind: str) -> Callable[[list[str], DType], str]:
     return lambda a, dt: f"{kind}_{dt.short}({a[0]}, {a[1]})"
 
 
-# --8<-- [start:c-ops]
 # How each op reads in C, given its operands' C expressions and their dtype. MAX, MIN, and IDIV/MOD on
 # values that may be negative call small helpers, defined at the top of the file only when used.
 C_OPS: dict[Ops, Callable[[list[str], DType], str]] = {
@@ -86,10 +81,8 @@ C_OPS: dict[Ops, Callable[[list[str], DType], str]] = {
     Ops.XOR: lambda a, dt: f"({a[0]}!={a[1]})" if dt.is_bool else f"({a[0]}^{a[1]})",
     Ops.WHERE: lambda a, dt: f"({a[0]}?{a[1]}:{a[2]})",
 }
-# --8<-- [end:c-ops]
 
 
-# --8<-- [start:c-helpers]
 # Floor division and modulo as Python defines them (C truncates toward zero); division by zero gives 0,
 # as in numpy, and INT_MIN / -1 wraps instead of trapping. max and min propagate NaN, as numpy does.
 _HELPER_BODIES = {
@@ -116,10 +109,6 @@ def c_helper(kind: str, dt: DType) -> str:
     return f"static inline {t} {kind}_{dt.short}({t} a, {t} b) {{ {body} }}"
 
 
-# --8<-- [end:c-helpers]
-
-
-# --8<-- [start:bfloat16]
 def c_type(dt: DType) -> str:
     """The C type of a value of `dt`. C has no portable bfloat16 arithmetic, so a bfloat16 value is a float
     that holds a bfloat16 number exactly: loads widen it, and every op that can leave bfloat16 rounds its
@@ -145,17 +134,10 @@ BF16_HELPERS = {
 }
 
 
-# --8<-- [end:bfloat16]
-
-
-# --8<-- [start:param-decl]
 def param_decl(p: Param, written: bool) -> str:
     """`float data0[restrict static 6]`: the size in the signature documents it and lets Program check it."""
     const = "" if written else "const "
     return f"{const}{c_storage_type(p.dtype)} {p.name}[restrict static {p.size}]"
-
-
-# --8<-- [end:param-decl]
 
 
 SIMD_MIN_TRIPS = 32  # iterations a reduce loop needs before vector lanes pay for their final sums
@@ -196,14 +178,10 @@ class _CWriter:
     def line(self, text: str) -> None:
         self.lines.append("  " * self.depth + text)
 
-    # --8<-- [start:c-inline]
     def inlined(self, u: UOp) -> bool:
         users = self.users.get(u, [])
         return len(users) == 1 and self.block[users[0]] is self.block[u]
 
-    # --8<-- [end:c-inline]
-
-    # --8<-- [start:c-alu]
     def alu(self, u: UOp) -> str:
         operands = [self.expr[s] for s in u.src]
         dt = u.src[-1].scalar_dtype
@@ -226,9 +204,6 @@ class _CWriter:
         self.helpers["bf16_round"] = BF16_HELPERS["bf16_round"]
         return f"bf16_round({text})"
 
-    # --8<-- [end:c-alu]
-
-    # --8<-- [start:c-value]
     def value(self, u: UOp, text: str, prefix: str) -> None:
         """Name `text` as a variable, or keep it as an inline expression."""
         if prefix == "alu" and self.inlined(u):
@@ -238,9 +213,6 @@ class _CWriter:
         self.line(f"{c_type(u.scalar_dtype)} {name} = {text};")
         self.expr[u] = name
 
-    # --8<-- [end:c-value]
-
-    # --8<-- [start:c-statement]
     def statement(self, u: UOp) -> None:
         if u.op is Ops.CONST:
             self.expr[u] = c_literal(u.arg, u.scalar_dtype)
@@ -294,9 +266,6 @@ class _CWriter:
         self.expr[r] = name
         self.depth += 1
 
-    # --8<-- [end:c-statement]
-
-    # --8<-- [start:fp-opt-ins]
     # The C is compiled with IEEE float semantics (compiler.py). Two reorderings are granted here, each only
     # where it changes nothing but the rounding of a sum, whose order uopc never promised:
     #
@@ -325,10 +294,7 @@ class _CWriter:
             return []
         return [self.expr[u.src[0]] for u in updates]
 
-    # --8<-- [end:fp-opt-ins]
 
-
-# --8<-- [start:render-c]
 def render_kernel(program: LinearProgram) -> tuple[str, dict[str, str]]:
     """A program's C function, and the helpers it calls (by name, so a batch defines each once)."""
     w = _CWriter(program, vectorize_sums=not no_loop_vectorize(program))
@@ -349,7 +315,6 @@ def _attributes(program: LinearProgram) -> str:
     return f"__attribute__((optimize({quoted}))) " if options else ""
 
 
-# --8<-- [start:fused-products]
 def fused_products(program: LinearProgram) -> bool:
     """Whether the kernel may fuse multiplies into adds (-ffp-contract=fast): only where every float product
     in it is added into an accumulator and used for nothing else, so the only fusions are acc + a * b.
@@ -366,10 +331,6 @@ def fused_products(program: LinearProgram) -> bool:
     return bool(products) and into_sums
 
 
-# --8<-- [end:fused-products]
-
-
-# --8<-- [start:no-loop-vectorize]
 def no_loop_vectorize(program: LinearProgram) -> bool:
     """Whether gcc must leave the kernel's loops unvectorized. Where gcc may split a sum into vector lanes
     (an integer sum always, a float sum where simd_sums grants it), it vectorizes a reduce loop even when
@@ -381,9 +342,6 @@ def no_loop_vectorize(program: LinearProgram) -> bool:
     return tile >= 4 and bool(program.strided_axes)
 
 
-# --8<-- [end:no-loop-vectorize]
-
-
 C_PRELUDE = "#include <math.h>\n#include <stdbool.h>\n"
 
 
@@ -393,10 +351,6 @@ def render_c(program: LinearProgram) -> str:
     return "\n".join([C_PRELUDE, *helpers.values(), function]) + "\n"
 
 
-# --8<-- [end:render-c]
-
-
-# --8<-- [start:batch-source]
 C_KEYWORDS = frozenset(
     [
         "auto",
@@ -472,6 +426,3 @@ class CRenderer:
 
     def render(self, programs: Sequence[LinearProgram], steps: Sequence[Step]) -> Source:
         return Source(batch_source(programs, steps))
-
-
-# --8<-- [end:batch-source]

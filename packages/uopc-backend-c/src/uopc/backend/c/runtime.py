@@ -18,7 +18,6 @@ from uopc.ir import DType
 from uopc.lower import Binary, LinearProgram, Step
 
 
-# --8<-- [start:plan-buffers]
 def plan_buffers(programs: Sequence[LinearProgram], steps: Sequence[Step]) -> dict[int, CParam]:
     """What each plan buffer the steps use must be: the dtype its kernels agree on, the largest size they use.
 
@@ -37,9 +36,6 @@ def plan_buffers(programs: Sequence[LinearProgram], steps: Sequence[Step]) -> di
             if p.slot in k.written:
                 written.add(b)
     return {b: CParam(f"buffer {b}", dtype[b], size[b], const=b not in written) for b in sorted(dtype)}
-
-
-# --8<-- [end:plan-buffers]
 
 
 class CExecutable:
@@ -80,7 +76,6 @@ class CRuntime:
     def load(self, binary: Binary, programs: Sequence[LinearProgram], steps: Sequence[Step]) -> CExecutable:
         return CExecutable(load_binary(binary), programs, steps)
 
-    # --8<-- [start:c-buffers]
     # Buffers are flat numpy arrays. numpy has no bfloat16, so a bfloat16 buffer is a uint16 array holding
     # the bit patterns (numpy_dtype): from_numpy takes such an array as it is, and to_numpy returns it as it
     # is; the Tensor library converts to and from float32 with kernels (a cast), so no bit pattern is ever
@@ -93,5 +88,3 @@ class CRuntime:
 
     def to_numpy(self, buffer: Any) -> np.ndarray[Any, Any]:
         return np.asarray(buffer)
-
-    # --8<-- [end:c-buffers]

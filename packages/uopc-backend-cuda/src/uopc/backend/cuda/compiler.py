@@ -26,16 +26,12 @@ from pathlib import Path
 from uopc.backend.c import CompileError, build_cached
 from uopc.lower import Binary, Source
 
-# --8<-- [start:nvcc-flags]
 NVCC_FLAGS = "-O3 --fmad=false"
 
 
 def nvcc_flags() -> str:
     """$NVCC_FLAGS, else NVCC_FLAGS. Part of the cache key, with the compiler and the architecture."""
     return os.environ.get("NVCC_FLAGS", NVCC_FLAGS)
-
-
-# --8<-- [end:nvcc-flags]
 
 
 class NVCCNotFound(CompileError):
@@ -54,7 +50,6 @@ def nvcc() -> tuple[str, str]:
     return os.path.realpath(path), (version.strip().splitlines() or [""])[-1]
 
 
-# --8<-- [start:build-cubin]
 def run_nvcc(folder: Path, source: str, arch: str, extra: list[str]) -> subprocess.CompletedProcess[str]:
     """Compile `source` in `folder` into kernel.cubin for `arch`; a CompileError with nvcc's message if it fails."""
     (folder / "kernel.cu").write_text(source)
@@ -88,10 +83,6 @@ class NVCCCompiler:
         return build_cubin(source.text, os.environ.get("UOPC_CUDA_ARCH") or self.arch())
 
 
-# --8<-- [end:build-cubin]
-
-
-# --8<-- [start:ptxas-report]
 @dataclass(frozen=True)
 class KernelReport:
     """What ptxas says about one kernel: registers per thread, shared memory per block, spilled bytes."""
@@ -123,6 +114,3 @@ def ptxas_report(source: str, arch: str, folder: Path) -> list[KernelReport]:
             reports.append(KernelReport(name, arch, int(m.group(1)), int(smem.group(1)) if smem else 0, spills))
             name = ""
     return reports
-
-
-# --8<-- [end:ptxas-report]

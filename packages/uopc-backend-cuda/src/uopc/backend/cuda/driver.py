@@ -27,7 +27,6 @@ class CUDAError(UopcError, RuntimeError):
     """The CUDA driver is missing, has no device, or refused a call: names the call and the driver's error."""
 
 
-# --8<-- [start:driver]
 NO_DRIVER = (
     "DEVICE=CUDA needs NVIDIA's driver library libcuda.so.1, which this machine does not have ({error}). "
     "It comes with the NVIDIA driver on a machine with a GPU. To run the same kernels without one, use "
@@ -63,9 +62,6 @@ def check(lib: ctypes.CDLL, status: int, call: str) -> None:
     raise CUDAError(f"{call} failed with error {status} ({described})")
 
 
-# --8<-- [end:driver]
-
-
 @functools.cache
 def context() -> tuple[ctypes.CDLL, int]:
     """The driver, with device 0's primary context current: the context the CUDA runtime itself would use."""
@@ -93,7 +89,6 @@ def device_name() -> str:
     return name.value.decode()
 
 
-# --8<-- [start:buffers]
 class DeviceBuffer:
     """`size` elements of `dtype` in the GPU's memory, freed when the buffer is."""
 
@@ -128,10 +123,6 @@ class DeviceBuffer:
         return out
 
 
-# --8<-- [end:buffers]
-
-
-# --8<-- [start:launch]
 class CUDAExecutable:
     """A plan's cubin loaded as a module: one launch per step, each with its program's grid and block."""
 
@@ -179,9 +170,6 @@ def check_device_buffers(program: GPUProgram, buffers: Sequence[Any]) -> None:
             got = f"{b.dtype.name}[{b.size}]" if isinstance(b, DeviceBuffer) else type(b).__name__
             want = f"a device buffer of {p.size} {p.dtype.name}"
             raise ArgumentError(f"{program.name}: {p.name} must be {want}, got {got}")
-
-
-# --8<-- [end:launch]
 
 
 class CUDARuntime:

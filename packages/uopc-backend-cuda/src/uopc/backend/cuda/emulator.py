@@ -34,7 +34,6 @@ class EmulationError(UopcError, RuntimeError):
     """A GPU program did what a GPU would not report: an access out of bounds, a race, a bad shuffle."""
 
 
-# --8<-- [start:bfloat16]
 def value_dtype(dt: DType) -> np.dtype[Any]:
     """The numpy type a value computes in: numpy has no bfloat16, so a float32 that holds one exactly."""
     return np.dtype(np.float32) if dt is dtypes.bfloat16 else np.dtype(dt.np_name)
@@ -56,10 +55,6 @@ def bfloat16_value(bits: Vector) -> Vector:
     return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
 
 
-# --8<-- [end:bfloat16]
-
-
-# --8<-- [start:alu]
 def _floordiv(a: Vector, b: Vector) -> Vector:
     return np.where(b == 0, 0, np.floor_divide(a, np.where(b == 0, 1, b))).astype(a.dtype)
 
@@ -113,10 +108,6 @@ def cast(x: Vector, to: DType) -> Vector:
     return np.asarray(x).astype(value_dtype(to))
 
 
-# --8<-- [end:alu]
-
-
-# --8<-- [start:threads]
 class Threads:
     """The threads of some blocks, one vector entry each: thread t of block b is entry b*threads + t
     (x fastest, as CUDA numbers the threads of a block when it forms warps)."""
@@ -144,10 +135,6 @@ class Threads:
         return f"thread {thread} of block {block}"
 
 
-# --8<-- [end:threads]
-
-
-# --8<-- [start:shared]
 class SharedArray:
     """One shared-memory array for each block, and who touched each element since the last barrier:
     the thread that wrote it, and the thread that read it (-1: nobody; -2: several threads)."""
@@ -205,9 +192,6 @@ class SharedArray:
         self.writer[at] = me
 
 
-# --8<-- [end:shared]
-
-
 def _report(bad: Vector, kernel: str, threads: Threads, lanes: Vector, what: Callable[[int], str]) -> None:
     """Raise an EmulationError for the first lane where `bad` holds, naming the kernel and the thread."""
     if np.any(bad):
@@ -239,7 +223,6 @@ def _shared(u: UOp) -> bool:
     return isinstance(u.dtype, PtrDType) and u.dtype.addrspace is AddrSpace.SHARED
 
 
-# --8<-- [start:run-block]
 class _Run:
     """One group of blocks running one program: the value of every node, as a vector over the threads."""
 
@@ -309,15 +292,12 @@ class _Run:
         elif u.op is not Ops.ENDRANGE:
             raise EmulationError(f"{self.program.name}: the emulator has no rule for {u.op.name}")
 
-    # --8<-- [end:run-block]
-
     def define(self, u: UOp) -> Any:
         if _shared(u):
             dt = value_dtype(u.scalar_dtype)
             return SharedArray(f"smem{u.arg.slot}", len(self.threads.blocks), u.arg.size, dt)
         return self.buffers[u.arg.slot]
 
-    # --8<-- [start:memory]
     def where(self, u: UOp, verb: str) -> tuple[Vector | None, Vector]:
         """Which threads access memory in `u` (None: all of them; a gated load skips those whose gate is
         false), and the index each accesses (one for all, when it is the same for all); an index outside
@@ -379,9 +359,6 @@ class _Run:
             value = value if index.ndim else value.reshape(-1)[0]  # one element, one value: they agree
         memory[index] = bfloat16_bits(value) if u.src[2].dtype is dtypes.bfloat16 else value
 
-    # --8<-- [end:memory]
-
-    # --8<-- [start:shuffle]
     def shuffle(self, u: UOp) -> Vector:
         """Each thread reads `value` from lane `lane` mod 32 of its own warp (CUDA's __shfl_sync)."""
         value = _vector(self.values[u.src[0]], self.threads.count)
@@ -398,9 +375,6 @@ class _Run:
         )
         return np.asarray(value[self.lanes - me + source])
 
-    # --8<-- [end:shuffle]
-
-    # --8<-- [start:mma]
     def mma(self, u: UOp) -> Vector:
         """Element u.arg of each lane's share of its warp's product (mma.sync m16n8k16): the four MMA nodes of
         one instruction share their sources, so the warps' products are computed once for all four."""
@@ -417,10 +391,7 @@ class _Run:
         element: Vector = done[1][u.arg]
         return element
 
-    # --8<-- [end:mma]
 
-
-# --8<-- [start:warp-products]
 def warp_products(values: Sequence[Any], thread: Vector) -> list[Vector]:
     """mma.sync m16n8k16 as PTX documents it, for every warp at once: lane l of a warp holds elements of A
     (16 x 16), B (16 x 8) and D = A*B (16 x 8) at the places fragment_rows_cols lists, with group l // 4 and
@@ -439,9 +410,6 @@ def warp_products(values: Sequence[Any], thread: Vector) -> list[Vector]:
     return [d[warp, group + 8 * (i // 2), quad * 2 + i % 2] for i in range(4)]
 
 
-# --8<-- [end:warp-products]
-
-
 def _loop_ends(uops: Sequence[UOp]) -> dict[int, int]:
     """For each loop's RANGE, the position of its ENDRANGE."""
     ends, opened = {}, []
@@ -453,7 +421,6 @@ def _loop_ends(uops: Sequence[UOp]) -> dict[int, int]:
     return ends
 
 
-# --8<-- [start:emulate]
 MAX_THREADS_AT_ONCE = 1 << 16  # entries per vector: blocks run in groups of at most this many threads
 
 
@@ -466,9 +433,6 @@ def emulate(program: GPUProgram, buffers: Sequence[Any]) -> None:
     for first in range(0, blocks, per_group):
         group = range(first, min(blocks, first + per_group))
         _Run(program, buffers, Threads(launch, group)).run()
-
-
-# --8<-- [end:emulate]
 
 
 def check_buffers(program: GPUProgram, buffers: Sequence[Any]) -> None:
@@ -485,7 +449,6 @@ def check_buffers(program: GPUProgram, buffers: Sequence[Any]) -> None:
             raise ArgumentError(f"{program.name}: {p.name} is written by the kernel, but the array is read-only")
 
 
-# --8<-- [start:emu-backend]
 class EmuCompiler:
     """The emulator builds nothing: a plan's binary is its CUDA source, kept in the kernel cache by its hash
     (so that a plan compiles once, and DEBUG=4 shows exactly the file a GPU would build)."""
@@ -529,6 +492,3 @@ class EmuRuntime:
 
     def load(self, binary: Binary, programs: Sequence[LinearProgram], steps: Sequence[Step]) -> EmuExecutable:
         return EmuExecutable(programs, steps)
-
-
-# --8<-- [end:emu-backend]

@@ -25,7 +25,6 @@ from uopc.backend.cuda.launch import GPUOpts, Grid, axis_of
 from uopc.ir import AddrSpace, AxisType, BufferArg, Ops, UOp, dtypes, range_, simplify, sink, substitute
 
 
-# --8<-- [start:find-matmul]
 @dataclass(frozen=True)
 class Matmul:
     """A kernel that stores f(sum over k of a * b): a depends on output axis m and not on n, b on n and
@@ -69,9 +68,6 @@ def find_matmul(ast: UOp) -> Matmul | None:
     return Matmul(stores[0], red, m, n, k, batch, x, y)
 
 
-# --8<-- [end:find-matmul]
-
-
 def _shared(slot: int, dtype: UOp, size: int) -> UOp:
     return UOp(Ops.DEFINE_GLOBAL, dtype.scalar_dtype.ptr(AddrSpace.SHARED), (), BufferArg(slot, size))
 
@@ -90,7 +86,6 @@ def _batch_index(mm: Matmul, grid: Grid) -> dict[UOp, UOp]:
     return out
 
 
-# --8<-- [start:stage]
 Where = Callable[[UOp, UOp], dict[UOp, UOp]]  # a tile's (row, column) -> the operand's axes there
 
 
@@ -119,10 +114,6 @@ def synced(stores: list[UOp], slot: int) -> UOp:
     return UOp(Ops.BARRIER, smem.dtype, (smem, *stores))
 
 
-# --8<-- [end:stage]
-
-
-# --8<-- [start:tile-matmul]
 def tile_matmul(mm: Matmul, opts: GPUOpts, grid: Grid, copies: int = 2) -> UOp:
     """The matmul with BM x BN outputs per block, staged through shared memory in steps of BK, and a
     TM x TN register tile per thread (thread (tx, ty) owns rows ty + i*BM/TM and columns tx + j*BN/TN, so
@@ -160,10 +151,6 @@ def tile_matmul(mm: Matmul, opts: GPUOpts, grid: Grid, copies: int = 2) -> UOp:
     return _finish(outputs, grid)
 
 
-# --8<-- [end:tile-matmul]
-
-
-# --8<-- [start:tensor-cores]
 WARPS = (2, 2)  # a block of four warps, two along M and two along N
 
 
@@ -231,9 +218,6 @@ def fits_tensor_cores(mm: Matmul, opts: GPUOpts) -> bool:
     return half and shape and bm > 0 and bn > 0 and size_m % bm == 0 and size_n % bn == 0 and size_k % bk == 0
 
 
-# --8<-- [end:tensor-cores]
-
-
 def _finish(stores: list[UOp], grid: Grid) -> UOp:
     gpu = grid.ordered()
     return simplify(sink(*(s.end(*gpu) if gpu else s for s in stores)))
@@ -249,7 +233,6 @@ def fits(mm: Matmul, opts: GPUOpts) -> bool:
     return threads <= 1024 and (bm * bk) % threads == 0 and (bk * bn) % threads == 0
 
 
-# --8<-- [start:choose-tile]
 TILES = [(64, 64, 16), (32, 32, 16), (32, 32, 8), (16, 16, 8), (16, 16, 4)]
 
 
@@ -269,6 +252,3 @@ def choose_tile(mm: Matmul) -> GPUOpts | None:
         if fits(mm, opts):
             return opts
     return None
-
-
-# --8<-- [end:choose-tile]

@@ -10,7 +10,6 @@ from uopc.ir import AxisType, UOp, range_
 from uopc.lower import LinearProgram, LowerError
 
 
-# --8<-- [start:limits]
 @dataclass(frozen=True)
 class DeviceLimits:
     """What a CUDA device allows a launch (the same on every GPU since compute capability 3.0)."""
@@ -23,10 +22,8 @@ class DeviceLimits:
 
 
 LIMITS = DeviceLimits()
-# --8<-- [end:limits]
 
 
-# --8<-- [start:gpu-opts]
 @dataclass(frozen=True)
 class GPUOpts:
     """The knobs of the GPU mapping, chosen per kernel like the CPU's upcast and unroll.
@@ -45,10 +42,6 @@ class GPUOpts:
     tensor_cores: bool = False
 
 
-# --8<-- [end:gpu-opts]
-
-
-# --8<-- [start:launch]
 @dataclass(frozen=True)
 class Launch:
     """How a GPU program is launched: blocks in the grid and threads in a block along x, y and z, and which
@@ -73,8 +66,6 @@ class GPUProgram(LinearProgram):
 
     launch: Launch
 
-
-# --8<-- [end:launch]
 
 GPU_KINDS = (AxisType.GROUP, AxisType.LOCAL)
 

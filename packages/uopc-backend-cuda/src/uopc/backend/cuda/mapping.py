@@ -58,7 +58,6 @@ def top_reduces(ast: UOp) -> list[UOp]:
     return [u for u in ast.toposort() if u.op is Ops.REDUCE and u not in inner]
 
 
-# --8<-- [start:choose-gpu-opts]
 COOPERATIVE_MAX_OUTPUTS = 4096  # fewer outputs than this cannot keep a GPU busy with one thread each
 COOPERATIVE_MIN_REDUCE = 64  # a shorter reduction is not worth the shuffles and the barrier
 
@@ -76,9 +75,6 @@ def choose_gpu_opts(ast: UOp) -> GPUOpts:
     if reduces and outputs <= COOPERATIVE_MAX_OUTPUTS and longest >= COOPERATIVE_MIN_REDUCE:
         return GPUOpts(reduce_threads=min(256, 1 << (longest - 1).bit_length()))
     return GPUOpts()
-
-
-# --8<-- [end:choose-gpu-opts]
 
 
 def _spread(sizes: list[tuple[UOp, int]], dim: int, threads: int, ranges: Grid) -> dict[UOp, UOp]:
@@ -99,7 +95,6 @@ def _spread(sizes: list[tuple[UOp, int]], dim: int, threads: int, ranges: Grid) 
     return out
 
 
-# --8<-- [start:map-outputs]
 def map_outputs(outputs: list[UOp], opts: GPUOpts, ranges: Grid) -> dict[UOp, UOp]:
     """Each output loop as an index computed from blockIdx and threadIdx: the innermost axis along x (so that
     neighbouring threads touch neighbouring elements), the next along y, all others flattened along z.
@@ -116,9 +111,6 @@ def map_outputs(outputs: list[UOp], opts: GPUOpts, ranges: Grid) -> dict[UOp, UO
     return index
 
 
-# --8<-- [end:map-outputs]
-
-
 def _rebuild_ends(ast: UOp, index: dict[UOp, UOp], ranges: Grid) -> UOp:
     """The kernel with its output loops replaced: each store now runs once per thread, inside the GPU ranges."""
     ends = []
@@ -130,7 +122,6 @@ def _rebuild_ends(ast: UOp, index: dict[UOp, UOp], ranges: Grid) -> UOp:
     return simplify(sink(*ends))
 
 
-# --8<-- [start:cooperative]
 def _identity(op: Ops, dtype: DType) -> UOp:
     value = {Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: dtype.min, Ops.MIN: dtype.max}[op]
     return UOp.const(round_to(dtype, value), dtype)
@@ -210,10 +201,6 @@ def map_cooperative(ast: UOp, opts: GPUOpts, ranges: Grid) -> UOp:
     return _rebuild_ends(substitute(ast, combined), index, ranges)
 
 
-# --8<-- [end:cooperative]
-
-
-# --8<-- [start:map-kernel]
 def map_kernel(ast: UOp, opts: GPUOpts) -> tuple[UOp, Launch]:
     """The kernel with its loops mapped onto a GPU's blocks and threads, and how to launch it."""
     ranges = Grid()
@@ -238,6 +225,3 @@ def lower_gpu(kernel: Kernel, opts: GPUOpts | None = None) -> GPUProgram:
     mapped, launch = map_kernel(kernel.ast, chosen)
     uops = tuple(linear_order(mapped))
     return GPUProgram(kernel.name, kernel.params, kernel.written, uops, frozenset(), launch)
-
-
-# --8<-- [end:map-kernel]

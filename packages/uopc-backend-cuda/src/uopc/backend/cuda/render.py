@@ -22,7 +22,6 @@ from uopc.lower import LinearProgram, Source, Step
 _HALF = (dtypes.float16, dtypes.bfloat16)  # held in float variables (see value_type)
 
 
-# --8<-- [start:cuda-types]
 def value_type(dt: DType) -> str:
     """The CUDA type of a value: a float16 or bfloat16 value is a float that holds it exactly."""
     return "float" if dt in _HALF else dt.c_name
@@ -41,7 +40,6 @@ def literal(value: bool | int | float, dt: DType) -> str:
 _WIDEN = {dtypes.float16: "__half2float", dtypes.bfloat16: "__bfloat162float"}
 _NARROW = {dtypes.float16: "__float2half_rn", dtypes.bfloat16: "__float2bfloat16_rn"}
 _ROUND = {dtypes.float16: "f16_round", dtypes.bfloat16: "bf16_round"}
-# --8<-- [end:cuda-types]
 
 
 def _math(name: str) -> Callable[[list[str], DType], str]:
@@ -52,7 +50,6 @@ def _helper(kind: str) -> Callable[[list[str], DType], str]:
     return lambda a, dt: f"{kind}_{dt.short}({a[0]}, {a[1]})"
 
 
-# --8<-- [start:cuda-ops]
 # The same table as the C renderer's: CUDA C spells arithmetic as C does.
 CUDA_OPS: dict[Ops, Callable[[list[str], DType], str]] = {
     Ops.NEG: lambda a, dt: f"(-{a[0]})",
@@ -97,10 +94,8 @@ _ROUND_BODIES = {
     "bf16_round": "static __device__ inline float bf16_round(float x) "
     "{ return __bfloat162float(__float2bfloat16_rn(x)); }",
 }
-# --8<-- [end:cuda-ops]
 
 
-# --8<-- [start:mma-helper]
 def mma_helper(dt: DType) -> tuple[str, str]:
     """The name and definition of the helper that runs one mma.sync m16n8k16 for a lane: its 8 values of A and
     4 of B packed in pairs into 32-bit registers (the first of a pair in the low half), D = A*B in float32."""
@@ -124,9 +119,6 @@ def mma_helper(dt: DType) -> tuple[str, str]:
         "}",
     ]
     return name, "\n".join(body)
-
-
-# --8<-- [end:mma-helper]
 
 
 def cuda_helper(kind: str, dt: DType) -> str:
@@ -195,7 +187,6 @@ class _CUDAWriter:
         self.helpers[_ROUND[dt]] = _ROUND_BODIES[_ROUND[dt]]
         return f"{_ROUND[dt]}({text})"
 
-    # --8<-- [start:cuda-alu]
     def alu(self, op: Ops, u: UOp, srcs: Sequence[UOp]) -> str:
         operands = [self.expr[s] for s in srcs]
         dt = srcs[-1].scalar_dtype
@@ -209,9 +200,6 @@ class _CUDAWriter:
             return f"(({value_type(dt)}){text})"  # C computes narrow integers as int: wrap at the type's width
         return text if op in _EXACT else self.rounded(u.scalar_dtype, text)
 
-    # --8<-- [end:cuda-alu]
-
-    # --8<-- [start:cuda-statement]
     def statement(self, u: UOp) -> None:
         if u.op in (Ops.RANGE, Ops.ENDRANGE) or (u.op in (Ops.LOAD, Ops.STORE) and _shared(u.src[0])):
             self.shared_used = True  # a loop's body may touch shared memory: a barrier after it waits for it
@@ -304,10 +292,7 @@ class _CUDAWriter:
             return f"{_WIDEN[to]}(__double2{suffix}({x}))"
         return self.rounded(to, f"((float){x})" if to in _HALF else f"(({value_type(to)}){x})")
 
-    # --8<-- [end:cuda-statement]
 
-
-# --8<-- [start:render-cuda]
 def param_decl(p_dtype: DType, name: str, written: bool) -> str:
     """`const float* __restrict__ data1`: restrict promises no two parameters overlap, as in C."""
     return f"{'' if written else 'const '}{storage_type(p_dtype)}* __restrict__ {name}"
@@ -347,6 +332,3 @@ class CUDARenderer:
 
     def render(self, programs: Sequence[LinearProgram], steps: Sequence[Step]) -> Source:
         return Source(render_cuda(programs))
-
-
-# --8<-- [end:render-cuda]
