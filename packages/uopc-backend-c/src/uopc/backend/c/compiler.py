@@ -28,6 +28,7 @@ import stat
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from uopc.ir import UopcError
@@ -313,6 +314,28 @@ def cc_timeout() -> float:
     if not (math.isfinite(seconds) and seconds > 0):
         raise CompileError(f"UOPC_CC_TIMEOUT={text!r} is not a positive number of seconds", "")
     return seconds
+
+
+def build_cached(key: str, build: Callable[[Path], bytes]) -> Binary:
+    """The binary cached under `key`, or built by `build` and cached, with build_binary's guarantees.
+
+    For another backend's compiler (nvcc, for CUDA): `key` is the SHA-256 of everything that determines the
+    output, and `build(folder)` builds in a fresh temporary folder and returns the bytes it built. They are
+    kept as a library is (private folders, a name that is the digest of the bytes, an atomic rename,
+    eviction), whatever they are: the cache names every file it keeps `lib-<digest>.so`."""
+    found = cached_library(key)
+    if found is not None:
+        return found
+    folder, tmp = _build_folder(key)
+    with tmp:
+        data = build(Path(tmp.name))
+        built = Path(tmp.name, "built.bin")
+        built.write_bytes(data)
+        built.chmod(0o700)
+        final = folder / f"lib-{_digest(data)}.so"
+        os.replace(built, final)
+    evict(folder.parent, keep=final)
+    return Binary(key, final, data)
 
 
 def build_library(source: str) -> Path:
