@@ -288,3 +288,16 @@ def test_a_stale_warning_that_quotes_a_commit_naming_notebook_entries_passes_the
     assert "notebook entries 73-74" in shown  # the reader still sees which commit changed the code
     notes = "## 1. An entry\n\n- **Chapter.** [B](appendix/b-testing.md#pitfalls)\n"
     assert notebook.check_back_links(notes, hooks.PAGES.items()) == []
+
+
+def test_the_test_files_the_book_names_by_file_name_alone_are_unique() -> None:
+    """The prose names a test as `test_render.py::test_x`, and the link looks the file up by that name; a
+    second package with a file of the same name took the lookup over, and nine links of chapters 5 to 7 became
+    errors naming the wrong file (notebook). A name two packages share must be written with its path."""
+    names: dict[str, list[str]] = {}
+    for path in sorted(ROOT.glob("packages/*/tests/test_*.py")):
+        names.setdefault(path.name, []).append(path.parts[-3])
+    shared = {name: packages for name, packages in names.items() if len(packages) > 1}
+    spans = "".join(p.read_text() for p in sorted((ROOT / "docs").rglob("*.md")))
+    named_alone = {name for name in shared if f"`{name}::" in spans or f"`{name}`" in spans}
+    assert not named_alone, f"test files the book names without a path, in several packages: {shared}"

@@ -9,6 +9,7 @@ loaded, `--epochs 0` an IndexError, and a `--checkpoint` in a missing folder an 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -49,6 +50,10 @@ BAD_ARGUMENTS = [
     ("bench_build.py", ["--out", MISSING], "--out", "does not exist"),
     ("bench_gemm.py", ["--size", "0"], "--size", "0 is less than 1"),
     ("bench_gemm.py", ["--out", MISSING], "--out", "does not exist"),
+    ("bench_gpu.py", ["--size", "0"], "--size", "0 is less than 1"),
+    ("bench_gpu.py", ["--device", "TPU"], "--device", "invalid choice: 'TPU'"),
+    ("ptxas_report.py", ["{tmp}", "--jobs", "0"], "--jobs", "0 is less than 1"),
+    ("ptxas_report.py", ["{tmp}/file"], "folder", "is not a folder"),
     ("bench_ir.py", ["--nodes", "0"], "--nodes", "0 is less than 1"),
     ("bench_ir.py", ["--repeats", "0"], "--repeats", "0 is less than 1"),
     ("bench_ir.py", ["--out", MISSING], "--out", "does not exist"),
@@ -123,3 +128,28 @@ def test_train_mnist_trains_the_cnn(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith("test accuracy ")
     assert sorted(load(checkpoint)) == ["0.bias", "0.weight", "3.bias", "3.weight", "7.bias", "7.weight"]
+
+
+TILED = """extern "C" __global__ void __launch_bounds__(64) tiled(float* __restrict__ out) {
+  __shared__ float smem0[64];
+  smem0[threadIdx.x] = (float)threadIdx.x;
+  __syncthreads();
+  out[threadIdx.x] = smem0[63 - threadIdx.x];
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH: the ptxas report skips")
+def test_the_ptxas_check_reports_gemm_kernels_and_fails_on_a_compile_error(tmp_path: Path) -> None:
+    (tmp_path / "a.cu").write_text(TILED)
+    (tmp_path / "b.cu").write_text(TILED.replace("tiled", "other"))  # two files, one batch, names kept apart
+    argv = [sys.executable, str(SCRIPTS / "ptxas_report.py"), "--check", str(tmp_path)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.splitlines() if line.startswith(("a ", "b "))]
+    assert sorted((r[0], r[1], r[2], r[-1]) for r in rows) == [
+        ("a", "tiled", arch, "GEMM") for arch in ("sm_80", "sm_90")
+    ] + [("b", "other", arch, "GEMM") for arch in ("sm_80", "sm_90")]
+    (tmp_path / "c.cu").write_text(TILED.replace("smem0[63", "undefined_name["))
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 1 and "FAILED" in done.stderr and "undefined_name" in done.stderr, done.stderr

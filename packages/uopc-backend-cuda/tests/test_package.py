@@ -1,4 +1,4 @@
-"""The CUDA package's placement: it imports, sits in the shared namespaces, and registers no backend yet."""
+"""The CUDA package's placement: it imports, sits in the shared namespaces, and registers CUDA and EMU."""
 
 from __future__ import annotations
 
@@ -23,7 +23,10 @@ def test_version_matches_metadata() -> None:
     assert uopc.backend.cuda.__version__ == meta["project"]["version"]
 
 
-def test_no_cuda_backend_is_registered_yet() -> None:
+def test_cuda_and_emu_are_registered_backends() -> None:
+    """Found through the entry points, as the Tensor library finds them; loading them touches no driver."""
     get_backend.cache_clear()
-    with pytest.raises(BackendNotFound, match="CUDA"):
-        get_backend("CUDA")
+    assert get_backend("CUDA") is uopc.backend.cuda.CUDA_BACKEND
+    assert get_backend("emu") is uopc.backend.cuda.EMU_BACKEND
+    with pytest.raises(BackendNotFound, match="installed backends: C, CUDA, EMU"):
+        get_backend("TPU")

@@ -11,6 +11,7 @@ import pytest
 from uopc.ir import (
     AddrSpace,
     AxisType,
+    BufferArg,
     Ops,
     UIRSyntaxError,
     UOp,
@@ -124,6 +125,20 @@ def _lowered_kernel() -> UOp:
     return sink(out.store(i, total + red).end(i))
 
 
+def _gpu_kernel() -> UOp:
+    """A block of 64 threads summing 64 values: a shuffle, shared memory, a barrier, GPU ranges."""
+    a, out = UOp.define_global(0, 256), UOp.define_global(1, 4)
+    g, lane = range_(4, 0, AxisType.GROUP), range_(64, 1, AxisType.LOCAL)
+    v = a.load(g * 64 + lane)
+    v = v + UOp(Ops.SHUFFLE, dtypes.float32, (v, lane ^ 1))
+    smem = UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(AddrSpace.SHARED), (), BufferArg(0, 64))
+    synced = UOp(Ops.BARRIER, smem.dtype, (smem, smem.store(lane, v)))
+    total = synced.load(UOp.const(0)) + synced.load(UOp.const(32))
+    h = [a.load(g * 64 + lane + k).cast(dtypes.float16) for k in range(12)]
+    product = UOp(Ops.MMA, dtypes.float32, tuple(h), 2)  # element 2 of a lane's share of a 16 x 8 product
+    return sink(out.store(g, total + product).end(g, lane))
+
+
 ROUND_TRIP = {
     "index": ((range_(4, 0) * 3 + range_(3, 1, AxisType.UPCAST)) // 2) % 5,
     "floats": stack(0.1, -0.0, math.inf, math.nan, 3.4e38) * UOp.const(2.0),
@@ -135,6 +150,7 @@ ROUND_TRIP = {
     "call": call("f", param(0) * 2 + param(1), UOp.const(3), UOp.const(4)),
     "call_names": sink(call("my fn", param(0), UOp.const(1)), call("true", param(0), UOp.const(2))),
     "kernel": _lowered_kernel(),
+    "gpu_kernel": _gpu_kernel(),
     "buffer": UOp.buffer(0, 6, dtypes.int16) * UOp.const(3, dtypes.int16),
     "bool_logic": (param(0, dtypes.bool) & True) ^ param(1, dtypes.bool),
 }

@@ -142,6 +142,14 @@ def test_shape_mismatch_names_both_shapes() -> None:
     assert "ADD" in msg and "shape mismatch" in msg and "(2,)" in msg and "(3,)" in msg and "expand" in msg
 
 
+def _smem(slot: int = 0) -> UOp:
+    return UOp(Ops.DEFINE_GLOBAL, dtypes.f32.ptr(AddrSpace.SHARED), (), BufferArg(slot, 4))
+
+
+def _global_store() -> UOp:
+    return UOp.define_global(0, 4).store(UOp.const(0), UOp.const(1.0))
+
+
 @pytest.mark.parametrize(
     ("build", "message"),
     [
@@ -175,6 +183,15 @@ def test_shape_mismatch_names_both_shapes() -> None:
         (lambda: UOp.define_global(0, 4).load(UOp.const(0.0)), "LOAD: index must be an integer"),
         (lambda: UOp.define_global(0, 4).store(UOp.const(0), UOp.const(1)), "stores int32 into a float32 buffer"),
         (lambda: sink(UOp.const(1)).replace(dtype=dtypes.int32), "SINK: dtype must be void"),
+        (lambda: UOp(Ops.BARRIER, dtypes.f32.ptr(), (UOp.define_global(0, 4),)), "BARRIER: needs .* shared memory"),
+        (lambda: UOp(Ops.BARRIER, dtypes.f32.ptr(AddrSpace.SHARED), (_smem(), _global_store())), "stores into shared"),
+        (lambda: UOp(Ops.BARRIER, dtypes.i32.ptr(AddrSpace.SHARED), (_smem(),)), "takes the dtype of its buffer"),
+        (lambda: UOp(Ops.SHUFFLE, dtypes.f32, (UOp.const(1.0), UOp.const(1.0))), "SHUFFLE: needs .* int32 lane"),
+        (lambda: UOp(Ops.SHUFFLE, dtypes.f32, (UOp.const(1), UOp.const(1))), "SHUFFLE: needs src = \\(value of"),
+        (lambda: UOp(Ops.MMA, dtypes.f32, (UOp.const(1.0, dtypes.f16),) * 11, 0), "MMA: needs 12 sources"),
+        (lambda: UOp(Ops.MMA, dtypes.f32, (UOp.const(1.0),) * 12, 0), "MMA: needs 12 sources of one 16-bit float"),
+        (lambda: UOp(Ops.MMA, dtypes.f16, (UOp.const(1.0, dtypes.f16),) * 12, 0), "MMA: is float32 with arg 0..3"),
+        (lambda: UOp(Ops.MMA, dtypes.f32, (UOp.const(1.0, dtypes.f16),) * 12, 4), "MMA: is float32 with arg 0..3"),
     ],
 )
 def test_malformed_nodes_raise_where_they_are_built(build: Callable[[], object], message: str) -> None:

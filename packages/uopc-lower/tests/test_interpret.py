@@ -30,6 +30,7 @@ from uopc.ir import ConstValue, DType, Ops, UOp, dtypes, exec_alu, range_, round
 from uopc.lower import (
     Backend,
     Binary,
+    Kernel,
     LinearProgram,
     Opts,
     Source,
@@ -545,3 +546,22 @@ def test_a_backend_of_three_parts_runs_a_plan(tmp_path: Path) -> None:
     assert all(math.isclose(g, w, rel_tol=1e-6) for g, w in zip(got, want, strict=True)), got
     compile_plan(plan, backend)
     assert compiler.built == 1  # the same source again: found in the compiler's cache
+
+
+def test_a_backend_may_bring_its_own_linearize(tmp_path: Path) -> None:
+    """A backend whose device runs kernels its own way (a GPU maps loops onto threads) supplies the arrow from
+    a Kernel to its LinearProgram; compile_plan takes that arrow for every kernel, and the default otherwise."""
+    x = UOp.buffer(0, 6).reshape((2, 3))
+    graph, _ = normalize([x.sum([1])])
+    plan = make_plan(graph, opt=True)
+    seen: list[str] = []
+
+    def unoptimized(kernel: Kernel) -> LinearProgram:
+        seen.append(kernel.name)
+        return linearize(Kernel(kernel.name, kernel.ast))
+
+    parts = (InterpreterRenderer(), InterpreterCompiler(tmp_path), InterpreterRuntime())
+    compiled = compile_plan(plan, Backend("PY", *parts, linearize=unoptimized))
+    assert seen == [k.name for k in plan.kernels]
+    assert compiled.programs == tuple(unoptimized(k) for k in plan.kernels)
+    assert Backend("PY", *parts).linearize is None  # the driver applies opts and linearizes

@@ -27,6 +27,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "sanitize: correctness tests that CI reruns with kernels under ASan and UBSan (hatch env sanitize)"
     )
+    config.addinivalue_line(
+        "markers", "c_backend: tests of what the C backend prints or builds; the emu environment leaves them out"
+    )
+    config.addinivalue_line(
+        "markers", "large: sizes the GPU emulator cannot run in time (billions of steps); the emu env skips them"
+    )
 
 
 @pytest.fixture(scope="session", autouse=True)

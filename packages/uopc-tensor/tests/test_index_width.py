@@ -4,6 +4,7 @@ against numpy's int64 index arithmetic. In 32-bit indices they returned wrong el
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from uopc.ir import dtypes
 from uopc.tensor import Tensor
@@ -24,6 +25,7 @@ def test_a_window_past_two_to_the_31_with_a_step() -> None:
     np.testing.assert_array_equal(got, x[(rows.astype(np.int64) * b + cols) % 6])
 
 
+@pytest.mark.large
 def test_a_sum_over_more_than_two_to_the_31_elements() -> None:
     n = 2**31 + 3
     assert Tensor(np.ones(1, np.int64)).expand(n).sum().item() == n

@@ -524,7 +524,7 @@ def test_max_pool_sends_the_gradient_to_the_first_largest_element() -> None:
 def test_cross_entropy_checks_its_targets_without_a_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
     """Class targets are data, checked when the loss is built; targets loaded from numpy are read as they
     are. Checking `where(target != ignore_index, target, 0)` instead computed it: a plan of its own and a
-    kernel run on every training step (notebook entry 81)."""
+    kernel run on every training step (notebook entry 82)."""
     logits = Tensor(RNG.standard_normal((4, 3)).astype(np.float32))
     targets = Tensor(np.array([0, 2, -100, 1], np.int32))
     computed: list[object] = []
@@ -545,6 +545,6 @@ def test_cross_entropy_checks_its_targets_without_a_kernel(monkeypatch: pytest.M
 def test_logsumexp_sends_no_gradient_to_finite_elements_beside_an_infinity() -> None:
     """The value is inf, and PyTorch's gradient exp(x - inf) is 0 for every finite x. Shifted by 0 (the
     fallback for an infinite maximum), a finite element large enough for exp to overflow got inf / inf = NaN
-    (notebook entry 82)."""
+    (notebook entry 83)."""
     np.testing.assert_array_equal(grads(lambda t: t.logsumexp(0), [1000.0, inf, 1.0]), [0.0, nan, 0.0])
     np.testing.assert_array_equal(grads(lambda t: t.logsumexp(0), [-inf, -inf]), [nan, nan])  # as PyTorch

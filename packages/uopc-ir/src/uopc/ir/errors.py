@@ -15,8 +15,11 @@ would expect of that kind of mistake (the second base below), so `except ValueEr
     ├── BackendNotFound   LookupError   uopc.lower       no backend registered under the name asked for
     ├── RenderError       ValueError    uopc.backend.c   a kernel the renderer cannot express
     ├── CompileError      RuntimeError  uopc.backend.c   a source the compiler rejects, or no compiler
+    │   └── NVCCNotFound                uopc.backend.cuda  no nvcc on PATH to build a cubin with
     ├── CacheError        RuntimeError  uopc.backend.c   a kernel cache that cannot be trusted or is set up wrong
     ├── ArgumentError     TypeError     uopc.backend.c   buffers that do not fit the kernel or plan they are passed to
+    ├── EmulationError    RuntimeError  uopc.backend.cuda  a GPU program that races, or reads or writes out of bounds
+    ├── CUDAError         RuntimeError  uopc.backend.cuda  no CUDA driver or GPU, or a driver call that failed
     ├── TensorError       ValueError    uopc.tensor      a tensor operation called with arguments it cannot take
     │   └── TensorIndexError  IndexError                 an index beyond the end of an axis
     ├── DatasetError      RuntimeError  uopc.tensor      no source of a data set worked

@@ -69,6 +69,10 @@ class Ops(enum.Enum):
     END = enum.auto()  # src = (statement, *ranges): the loops over ranges close after the statement
     ENDRANGE = enum.auto()  # in a linearized program only: the closing brace of src[0]'s loop
     SINK = enum.auto()  # gathers several roots into one graph
+    # GPU programs: the threads of a block working together
+    BARRIER = enum.auto()  # src = (shared buffer, *stores): the buffer once every thread of the block has stored
+    SHUFFLE = enum.auto()  # src = (value, lane): the value that lane `lane` (mod 32) of this thread's warp holds
+    MMA = enum.auto()  # src = 8 A and 4 B values of a lane; arg = i: element i of its D fragment (m16n8k16)
 
     def __repr__(self) -> str:
         return f"Ops.{self.name}"

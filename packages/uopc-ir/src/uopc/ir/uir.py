@@ -143,6 +143,7 @@ Codec = tuple[Callable[[Any], str], Callable[[Any, Callable[[str], UIRSyntaxErro
 ARG_CODECS: dict[Ops, Codec] = {
     Ops.PARAM: (_value_text, _decode_plain),
     Ops.DEFINE_ACC: (_value_text, _decode_plain),
+    Ops.MMA: (_value_text, _decode_plain),
     Ops.CALL: (lambda a: a if a.isidentifier() and a not in _NOT_NAMES else f'"{a}"', _decode_call),
     Ops.RANGE: (lambda a: _keyed(axis=a.axis, kind=a.kind), _decode_range),
     Ops.BUFFER: (lambda a: _keyed(slot=a.slot, size=a.size), lambda v, p: BufferArg(*_get(v, ("slot", "size"), p))),

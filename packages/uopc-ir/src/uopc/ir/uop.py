@@ -40,6 +40,8 @@ class AxisType(enum.Enum):
     THREAD = "thread"  # an output axis split across CPU threads (an OpenMP parallel loop)
     UPCAST = "upcast"  # an output axis unrolled into several registers
     UNROLL = "unroll"  # a reduction axis unrolled into straight-line code
+    GROUP = "group"  # an output axis spread over the blocks of a GPU grid: one value per block (blockIdx)
+    LOCAL = "local"  # an axis spread over the threads of one GPU block: one value per thread (threadIdx)
 
 
 class RangeArg(NamedTuple):
@@ -684,6 +686,36 @@ def _check_end(u: UOp) -> Shape:
     return ()
 
 
+def _is_shared(u: UOp) -> bool:
+    return isinstance(u.dtype, PtrDType) and u.dtype.addrspace is AddrSpace.SHARED
+
+
+def _check_barrier(u: UOp) -> Shape:
+    buf = u.src[0] if u.src else None
+    if buf is None or buf.op is not Ops.DEFINE_GLOBAL or not _is_shared(buf):
+        raise _fail(u, "needs src = (shared buffer, *stores): a DEFINE_GLOBAL in shared memory first")
+    if u.dtype is not buf.dtype or any(s.op is not Ops.STORE or not _is_shared(s.src[0]) for s in u.src[1:]):
+        raise _fail(u, f"takes the dtype of its buffer ({buf.dtype.name}) and stores into shared memory after it")
+    return ()
+
+
+def _check_shuffle(u: UOp) -> Shape:
+    dt = _scalar_dtype(u)
+    if len(u.src) != 2 or u.src[0].dtype is not dt or u.src[1].dtype is not dtypes.int32:
+        raise _fail(u, f"needs src = (value of its dtype {dt.name}, int32 lane), got {[_describe(s) for s in u.src]}")
+    return ()
+
+
+def _check_mma(u: UOp) -> Shape:
+    half = (dtypes.float16, dtypes.bfloat16)
+    if len(u.src) != 12 or u.src[0].dtype not in half or any(s.dtype is not u.src[0].dtype for s in u.src):
+        got = [_describe(s) for s in u.src]
+        raise _fail(u, f"needs 12 sources of one 16-bit float dtype (8 of A, 4 of B), got {got}")
+    if u.dtype is not dtypes.float32 or u.arg not in range(4):
+        raise _fail(u, f"is float32 with arg 0..3 (which element of the D fragment), got {u.dtype.name} and {u.arg!r}")
+    return ()
+
+
 def _check_void(u: UOp) -> Shape:
     if u.dtype is not dtypes.void:
         raise _fail(u, f"dtype must be void, got {u.dtype.name}")
@@ -714,6 +746,9 @@ _CHECKS: dict[Ops, Callable[[UOp], Shape]] = {
     Ops.END: _check_end,
     Ops.SINK: _check_void,
     Ops.ENDRANGE: _check_void,
+    Ops.BARRIER: _check_barrier,
+    Ops.SHUFFLE: _check_shuffle,
+    Ops.MMA: _check_mma,
 }
 
 
@@ -741,4 +776,5 @@ _TAKES_ARG = Ops.MOVEMENT | {
     Ops.REDUCE,
     Ops.DEFINE_ACC,
     Ops.ACCUMULATE,
+    Ops.MMA,
 }

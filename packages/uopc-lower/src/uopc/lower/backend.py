@@ -14,13 +14,13 @@ the Tensor library can choose one by name (`DEVICE=C`) without importing any bac
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, Protocol
 
 from uopc.ir import DType, UopcError
-from uopc.lower.stages import Binary, LinearProgram, Manifest, Source, Step
+from uopc.lower.stages import Binary, Kernel, LinearProgram, Manifest, Source, Step
 
 
 class Renderer(Protocol):
@@ -81,13 +81,17 @@ class PlanStore(Protocol):
 
 @dataclass(frozen=True)
 class Backend:
-    """A backend is its three parts, under a name, and optionally a plan store for warm starts."""
+    """A backend is its three parts, under a name, and optionally a plan store for warm starts. A backend
+    whose device runs kernels differently from loops on a CPU brings its own arrow from a Kernel to its
+    LinearProgram (a GPU maps loops onto threads); without one, the driver applies the kernel's opts and
+    linearizes, once per distinct kernel."""
 
     name: str
     renderer: Renderer
     compiler: Compiler
     runtime: Runtime
     store: PlanStore | None = None
+    linearize: Callable[[Kernel], LinearProgram] | None = None
 
 
 class BackendNotFound(UopcError, LookupError):

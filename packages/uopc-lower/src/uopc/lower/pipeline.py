@@ -68,12 +68,17 @@ class CompiledPlan:
 
 
 def compile_plan(plan: Plan, backend: Backend, key: str | None = None) -> CompiledPlan:
-    """Linearize every kernel of `plan`, then render, compile and load them with `backend`'s three parts;
-    with a `key` (plan_key) and a backend that has a plan store, keep the result there for a warm start."""
+    """Linearize every kernel of `plan` (as `backend` linearizes, if it brings its own arrow), then render,
+    compile and load them with `backend`'s three parts; with a `key` (plan_key) and a backend that has a plan
+    store, keep the result there for a warm start."""
     start = time.perf_counter()
-    optimized = _optimized(plan.kernels)
-    opted = time.perf_counter()
-    programs = _programs(plan.kernels, optimized)
+    if backend.linearize is None:
+        optimized = _optimized(plan.kernels)
+        opted = time.perf_counter()
+        programs = _programs(plan.kernels, optimized)
+    else:
+        opted = start  # a backend's own arrow chooses and applies its opts as it linearizes
+        programs = tuple(backend.linearize(k) for k in plan.kernels)
     linearized = time.perf_counter()
     source = backend.renderer.render(programs, plan.steps)
     rendered = time.perf_counter()

@@ -6,7 +6,15 @@ shared library, through the cache) and `CRuntime` (numpy buffers, and the librar
 """
 
 from uopc.backend.c.backend import C_BACKEND
-from uopc.backend.c.compiler import DEFAULT_CFLAGS, CacheError, CCompiler, CompileError, build_binary, build_library
+from uopc.backend.c.compiler import (
+    DEFAULT_CFLAGS,
+    CacheError,
+    CCompiler,
+    CompileError,
+    build_binary,
+    build_cached,
+    build_library,
+)
 from uopc.backend.c.program import ArgumentError, Program, numpy_dtype
 from uopc.backend.c.render import CRenderer, RenderError, batch_source, c_literal, render_c, render_kernel
 from uopc.backend.c.runtime import CExecutable, CRuntime
@@ -29,6 +37,7 @@ __all__ = [
     "RenderError",
     "batch_source",
     "build_binary",
+    "build_cached",
     "build_library",
     "c_literal",
     "numpy_dtype",

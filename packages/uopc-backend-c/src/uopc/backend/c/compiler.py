@@ -28,6 +28,7 @@ import stat
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from uopc.ir import UopcError
@@ -108,16 +109,18 @@ def native_target(cc: str, flags: str) -> str:
 
 @functools.cache
 def native_exclusions(cc: str, flags: str) -> list[str]:
-    """Instruction sets -march=native turns on that uopc turns off again. gcc 12 with AVX512-FP16 emits masked
-    `vmovsh` stores that binutils 2.40 refuses ("unsupported masking for `vmovsh'"): a float16 select such as
-    `c ? x : 0` did not build. uopc computes float16 in float (C promotes _Float16 without AVX512-FP16, and
-    rounds each result back once), so nothing is lost."""
+    """Flags that keep gcc away from what it cannot build after -march=native. With AVX512-FP16, gcc 12's
+    if-conversion turns a float16 select stored to memory (`out = c ? x : 0`) into a zero-masked `vmovsh`
+    store, an encoding that does not exist (binutils 2.40: "unsupported masking for `vmovsh'"). Turning
+    AVX512-FP16 off would change float16 results (C would then keep _Float16 sums in float, rounding once
+    instead of after each op), so the scalar if-conversion is turned off instead; vectorized loops keep
+    their blends."""
     if "-march=native" not in flags:
         return []
     cmd = [*setting_words("CC", cc), "-march=native", "-Q", "--help=target"]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     enabled = {words[0] for words in map(str.split, done.stdout.splitlines()) if words[1:2] == ["[enabled]"]}
-    return ["-mno-avx512fp16"] if "-mavx512fp16" in enabled else []
+    return ["-fno-if-conversion"] if "-mavx512fp16" in enabled else []
 
 
 def cache_key(source: str, cc: str, flags: str) -> str:
@@ -311,6 +314,28 @@ def cc_timeout() -> float:
     if not (math.isfinite(seconds) and seconds > 0):
         raise CompileError(f"UOPC_CC_TIMEOUT={text!r} is not a positive number of seconds", "")
     return seconds
+
+
+def build_cached(key: str, build: Callable[[Path], bytes]) -> Binary:
+    """The binary cached under `key`, or built by `build` and cached, with build_binary's guarantees.
+
+    For another backend's compiler (nvcc, for CUDA): `key` is the SHA-256 of everything that determines the
+    output, and `build(folder)` builds in a fresh temporary folder and returns the bytes it built. They are
+    kept as a library is (private folders, a name that is the digest of the bytes, an atomic rename,
+    eviction), whatever they are: the cache names every file it keeps `lib-<digest>.so`."""
+    found = cached_library(key)
+    if found is not None:
+        return found
+    folder, tmp = _build_folder(key)
+    with tmp:
+        data = build(Path(tmp.name))
+        built = Path(tmp.name, "built.bin")
+        built.write_bytes(data)
+        built.chmod(0o700)
+        final = folder / f"lib-{_digest(data)}.so"
+        os.replace(built, final)
+    evict(folder.parent, keep=final)
+    return Binary(key, final, data)
 
 
 def build_library(source: str) -> Path:
