@@ -1,8 +1,9 @@
 """Benchmark one MNIST training step: uopc against PyTorch on the CPU, measured in the same run.
 
-The model, batch size and optimizer are those of scripts/train_mnist.py (784-256-10 MLP, AdamW, batch
-128). Reports the median time of a training step after warm-up in each framework, and uopc's first step
-(which builds its kernels) in a fresh process with an empty kernel cache and again with a warm one.
+The models, batch size and optimizer are those of scripts/train_mnist.py (the 784-256-10 MLP and the CNN
+with 8 and 16 channels, AdamW, batch 128). Reports the median time of a training step after warm-up in each
+framework, and, for the MLP, uopc's first step (which builds its kernels) in a fresh process with an empty
+kernel cache and again with a warm one.
 
     python scripts/bench_mnist.py --steps 50
 """
@@ -23,8 +24,9 @@ from typing import Any
 import numpy as np
 import stamp
 from arguments import non_negative_int, output_file, positive_int
+from train_mnist import cnn
 
-BATCH, HIDDEN = 128, 256
+BATCH, HIDDEN, CHANNELS = 128, 256, 8
 MEASURES = ["uopc-ir", "uopc-lower", "uopc-backend-c", "uopc-tensor"]  # the packages a step runs
 
 
@@ -58,14 +60,53 @@ def uopc_step_fn(x: np.ndarray[Any, Any], y: np.ndarray[Any, Any]) -> Callable[[
     return step
 
 
-def torch_step_fn(x: np.ndarray[Any, Any], y: np.ndarray[Any, Any]) -> Callable[[], None] | None:
+def uopc_cnn_step_fn(x: np.ndarray[Any, Any], y: np.ndarray[Any, Any]) -> Callable[[], None]:
+    from uopc.tensor import Tensor
+    from uopc.tensor.optim import AdamW
+
+    Tensor.manual_seed(0)
+    model = cnn(CHANNELS)
+    opt = AdamW(model.parameters(), lr=1e-3)
+
+    def step() -> None:
+        loss = model(Tensor(x.reshape(-1, 1, 28, 28))).cross_entropy(Tensor(y))
+        opt.zero_grad()
+        loss.backward()
+        opt.step(loss)
+        loss.item()
+
+    return step
+
+
+def torch_model(kind: str) -> Any:
+    import torch
+
+    nn = torch.nn
+    if kind == "mlp":
+        return nn.Sequential(nn.Linear(784, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, 10))
+    c = CHANNELS
+    return nn.Sequential(
+        nn.Conv2d(1, c, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(c, 2 * c, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(2 * c * 7 * 7, 10),
+    )
+
+
+def torch_step_fn(x: np.ndarray[Any, Any], y: np.ndarray[Any, Any], kind: str) -> Callable[[], None] | None:
     try:
         import torch
     except ImportError:
         return None
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(784, HIDDEN), torch.nn.ReLU(), torch.nn.Linear(HIDDEN, 10))
+    model = torch_model(kind)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    if kind == "cnn":
+        x = x.reshape(-1, 1, 28, 28)
     tx, ty = torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
 
     def step() -> None:
@@ -76,6 +117,21 @@ def torch_step_fn(x: np.ndarray[Any, Any], y: np.ndarray[Any, Any]) -> Callable[
         loss.item()
 
     return step
+
+
+def step_rows(
+    model: str, uopc_step: Callable[[], None], torch_step: Callable[[], None] | None, args: argparse.Namespace
+) -> list[tuple[str, str]]:
+    """The median step of each framework, and their ratio; `model` prefixes the names ("" for the MLP)."""
+    uopc_ms = float(np.median(timed_steps(uopc_step, args.steps, args.warmup))) * 1e3
+    rows = [(f"{model}uopc step (median)", f"{uopc_ms:.2f}")]
+    if torch_step is None:
+        return rows
+    import torch
+
+    torch_ms = float(np.median(timed_steps(torch_step, args.steps, args.warmup))) * 1e3
+    name = f"{model}PyTorch {torch.__version__} step (median, {torch.get_num_threads()} threads)"
+    return [*rows, (name, f"{torch_ms:.2f}"), (f"{model}uopc step / PyTorch step", f"{uopc_ms / torch_ms:.2f}x")]
 
 
 def first_step_child() -> None:
@@ -112,26 +168,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as cache:
         cold = first_step(cache)
         warm = first_step(cache)
-    rows.append(("uopc first step, cold kernel cache", cold[0] * 1e3))
-    rows.append(("uopc first step, warm kernel cache", warm[0] * 1e3))
-    uopc_ms = float(np.median(timed_steps(uopc_step_fn(x, y), args.steps, args.warmup))) * 1e3
-    rows.append(("uopc step (median)", uopc_ms))
-    torch_fn = torch_step_fn(x, y)
-    if torch_fn is not None:
-        import torch
-
-        torch_ms = float(np.median(timed_steps(torch_fn, args.steps, args.warmup))) * 1e3
-        rows.append((f"PyTorch {torch.__version__} step (median, {torch.get_num_threads()} threads)", torch_ms))
+    rows.append(("uopc first step, cold kernel cache", f"{cold[0] * 1e3:.2f}"))
+    rows.append(("uopc first step, warm kernel cache", f"{warm[0] * 1e3:.2f}"))
+    rows += step_rows("", uopc_step_fn(x, y), torch_step_fn(x, y, "mlp"), args)
+    rows += step_rows("CNN: ", uopc_cnn_step_fn(x, y), torch_step_fn(x, y, "cnn"), args)
     lines = [
-        f"MNIST MLP 784-{HIDDEN}-10, AdamW, batch {BATCH}, {os.cpu_count()} CPUs",
+        f"MNIST MLP 784-{HIDDEN}-10 and CNN ({CHANNELS} and {2 * CHANNELS} channels), AdamW, batch {BATCH}, "
+        f"{os.cpu_count()} CPUs",
         "",
         "| measurement | ms |",
         "| --- | ---: |",
     ]
-    lines += [f"| {name} | {ms:.2f} |" for name, ms in rows]
-    if torch_fn is not None:
-        lines.append(f"| uopc step / PyTorch step | {uopc_ms / torch_ms:.2f}x |")
-    else:
+    lines += [f"| {name} | {ms} |" for name, ms in rows]
+    if not any(name.startswith("PyTorch") for name, _ in rows):
         lines.append("\nPyTorch is not installed: `pip install torch` to compare")
     table = "\n".join(lines) + "\n"
     print(table, end="")

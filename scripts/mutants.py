@@ -86,6 +86,7 @@ AUTODIFF_TESTS = (TENSOR_T + "test_autodiff.py",)
 TIE_TESTS = (TENSOR_T + "test_autodiff.py", "-k", "ties")
 OPTIM_TESTS = (TENSOR_T + "test_optim.py",)
 NN_TESTS = (TENSOR_T + "test_nn.py",)
+PORTED_TESTS = (TENSOR_T + "test_ported_ops.py",)
 
 MUTANTS: list[Mutant] = [
     # ---- uopc-ir: the algebra the rest relies on (the bugs the property tests were written to catch) ----
@@ -473,6 +474,31 @@ MUTANTS: list[Mutant] = [
         "",
         (TENSOR_T + "test_movement.py", "-k", "indexing"),
         "a slice with a negative step takes the right elements in ascending order: t[::-1] is t",
+    ),
+    # ---- uopc-tensor: ops built from other ops ----
+    Mutant(
+        "pick_by_product",
+        TENSOR + "tensor.py",
+        "return hit.where(values, 0).sum(-1).cast(values.dtype)",
+        "return (hit.cast(values.dtype) * values).sum(-1).cast(values.dtype)",
+        PORTED_TESTS,
+        "gather and sort select with a product by the one-hot instead of a where: 0 * NaN spreads a NaN",
+    ),
+    Mutant(
+        "cumsum_mask_strict",
+        TENSOR + "tensor.py",
+        "lower = upto.reshape(n, 1) >= upto.reshape(1, n)",
+        "lower = upto.reshape(n, 1) > upto.reshape(1, n)",
+        PORTED_TESTS,
+        "cumsum leaves out each element's own term: an exclusive scan",
+    ),
+    Mutant(
+        "max_pool_ties_share",
+        TENSOR + "tensor.py",
+        "out = _pick(flat, first)",
+        "out = flat.max(-1)",
+        PORTED_TESTS,
+        "max_pool2d shares the gradient among tied maxima (the max reduction's rule) instead of PyTorch's first",
     ),
     # ---- uopc-tensor: optimizers ----
     Mutant(

@@ -3,11 +3,13 @@
     python scripts/plot_mnist_loss.py                          # train with the defaults (about a minute), then plot
     python scripts/plot_mnist_loss.py --epochs 1               # options it does not know go to train_mnist.py
     python scripts/plot_mnist_loss.py --log losses.txt --train-output run.txt --epochs 1   # plot a finished run
+    python scripts/plot_mnist_loss.py --model cnn              # the CNN: mnist_cnn_loss.png, mnist_cnn_train.txt
 
 Writes docs/outputs/mnist_loss.png (the loss of every step, faint, and its moving average, bold) and
 docs/outputs/mnist_train.txt (how the run was made, its epochs, first and last loss, and the script's
-final line: test accuracy and milliseconds per step). When plotting a finished run, pass the training
-options it was made with, so that steps are counted in the right epochs.
+final line: test accuracy and milliseconds per step); for the CNN, mnist_cnn_loss.png and
+mnist_cnn_train.txt. When plotting a finished run, pass the training options it was made with, so that
+steps are counted in the right epochs.
 """
 
 from __future__ import annotations
@@ -129,9 +131,7 @@ def plot(
     ax.set_xlabel("epoch")
     ax.set_ylabel("cross-entropy loss (log scale)")
     accuracy = f", {result.split('|')[0].strip()}" if result else ""
-    ax.set_title(
-        f"uopc: 784-{settings.hidden}-10 MLP on MNIST, AdamW, batch {settings.batch_size}{accuracy}", fontsize=11
-    )
+    ax.set_title(f"uopc: {model_name(settings)} on MNIST, AdamW, batch {settings.batch_size}{accuracy}", fontsize=11)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="upper right")
     fig.tight_layout()
@@ -148,6 +148,12 @@ def result_figures(result: str | None) -> list[tuple[str, str]]:
     return [("test accuracy", accuracy), ("ms per step (median)", median_ms), ("first step (ms)", first_ms)]
 
 
+def model_name(settings: argparse.Namespace) -> str:
+    if settings.model == "mlp":
+        return f"784-{settings.hidden}-10 MLP"
+    return f"CNN (3x3 convolutions of {settings.channels} and {2 * settings.channels} channels)"
+
+
 def summary(losses: npt.NDArray[np.float64], settings: argparse.Namespace, window: int, result: str | None) -> str:
     steps_per_epoch = TRAIN_IMAGES // settings.batch_size
     window = min(window, len(losses))
@@ -159,7 +165,7 @@ def summary(losses: npt.NDArray[np.float64], settings: argparse.Namespace, windo
         *result_figures(result),
     ]
     lines = [
-        f"MNIST training with scripts/train_mnist.py: 784-{settings.hidden}-10 MLP, AdamW (peak lr {settings.lr:g}, "
+        f"MNIST training with scripts/train_mnist.py: {model_name(settings)}, AdamW (peak lr {settings.lr:g}, "
         f"weight decay {settings.weight_decay:g}, cosine decay), batch {settings.batch_size}, seed {settings.seed}",
         "",
         "| measurement | value |",
@@ -185,7 +191,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"warning: {len(losses)} losses, but {runs} make {expected} steps: pass the run's training options")
     result = result_line(output)
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    png, txt = args.out_dir / "mnist_loss.png", args.out_dir / "mnist_train.txt"
+    name = "mnist" if settings.model == "mlp" else f"mnist_{settings.model}"
+    png, txt = args.out_dir / f"{name}_loss.png", args.out_dir / f"{name}_train.txt"
     made = stamp.write(txt, summary(losses, settings, args.window, result), MEASURES)
     plot(losses, settings, args.window, result, png, made.line())
     print(f"wrote {png} and {txt}")

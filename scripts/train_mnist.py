@@ -1,7 +1,8 @@
-"""Train an MLP on MNIST with uopc: the project's main job.
+"""Train an MLP (the project's main job) or a small CNN on MNIST with uopc.
 
     python scripts/train_mnist.py                      # 784-256-10 MLP, AdamW, 4 epochs
     python scripts/train_mnist.py --epochs 1 --checkpoint mlp.safetensors
+    python scripts/train_mnist.py --model cnn          # two 3x3 convolutions and a linear layer, 2 epochs
 
 Prints a progress bar with the loss and throughput, then the test accuracy and the time per step. Every
 step after the first reuses one compiled plan; the first step's time includes building the kernels
@@ -21,7 +22,7 @@ from tqdm import tqdm
 
 from uopc.tensor import Tensor
 from uopc.tensor.datasets import mnist
-from uopc.tensor.nn import Linear, Module, save
+from uopc.tensor.nn import Conv2d, Flatten, Linear, MaxPool2d, Module, ReLU, Sequential, save
 from uopc.tensor.optim import AdamW
 
 MEAN, STD = 0.1307, 0.3081  # of MNIST's training pixels, scaled to [0, 1]
@@ -37,8 +38,28 @@ class MLP(Module):
         return self.l2(self.l1(x).relu())
 
 
-def normalize(images: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    return ((images.reshape(len(images), -1).astype(np.float32) / 255.0 - MEAN) / STD).astype(np.float32)
+def cnn(channels: int) -> Sequential:
+    """Two 3x3 convolutions (channels, then 2 * channels), each with ReLU and 2x2 max pooling, and a linear
+    layer on the 7 x 7 maps: 28 -> 14 -> 7. The parameters are named as PyTorch's nn.Sequential names them."""
+    return Sequential(
+        Conv2d(1, channels, 3, padding=1),
+        ReLU(),
+        MaxPool2d(2),
+        Conv2d(channels, 2 * channels, 3, padding=1),
+        ReLU(),
+        MaxPool2d(2),
+        Flatten(),
+        Linear(2 * channels * 7 * 7, 10),
+    )
+
+
+DEFAULT_EPOCHS = {"mlp": 4, "cnn": 2}
+
+
+def normalize(images: np.ndarray[Any, Any], model: str = "mlp") -> np.ndarray[Any, Any]:
+    """Pixels scaled to mean 0 and variance 1: rows of 784 for the MLP, 1 x 28 x 28 images for the CNN."""
+    shape = (len(images), -1) if model == "mlp" else (len(images), 1, 28, 28)
+    return ((images.reshape(shape).astype(np.float32) / 255.0 - MEAN) / STD).astype(np.float32)
 
 
 def accuracy(model: Module, x: np.ndarray[Any, Any], y: np.ndarray[Any, Any], batch: int = 1000) -> float:
@@ -60,16 +81,19 @@ def cosine_lr(peak: float, step: int, total: int) -> float:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The options, every one checked before any work: a mistake is an argparse error (exit 2) naming it."""
-    p = argparse.ArgumentParser(description="Train an MLP on MNIST with uopc (AdamW, cross-entropy).")
-    p.add_argument("--epochs", type=positive_int, default=4, help="passes over the 60,000 training images (default 4)")
+    p = argparse.ArgumentParser(description="Train an MLP or a CNN on MNIST with uopc (AdamW, cross-entropy).")
+    p.add_argument("--model", choices=["mlp", "cnn"], default="mlp", help="784-hidden-10 MLP, or a small CNN (mlp)")
+    p.add_argument("--epochs", type=positive_int, help="passes over the 60,000 training images (mlp 4, cnn 2)")
     p.add_argument("--batch-size", type=positive_int, default=128, help="images per step (default 128)")
-    p.add_argument("--hidden", type=positive_int, default=256, help="width of the hidden layer (default 256)")
+    p.add_argument("--hidden", type=positive_int, default=256, help="width of the MLP's hidden layer (default 256)")
+    p.add_argument("--channels", type=positive_int, default=8, help="the CNN's first convolution's channels (8)")
     p.add_argument("--lr", type=positive_float, default=2e-3, help="peak AdamW learning rate, cosine-decayed (2e-3)")
     p.add_argument("--weight-decay", type=non_negative_float, default=1e-4, help="AdamW weight decay (default 1e-4)")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed for initialization and shuffling (default 0)")
     p.add_argument("--checkpoint", type=output_file, help="save the trained model to this .safetensors file")
     p.add_argument("--log", type=output_file, help="write the loss of every step to this file (one per line)")
     args = p.parse_args(argv)
+    args.epochs = args.epochs or DEFAULT_EPOCHS[args.model]
     if args.batch_size > TRAIN_IMAGES:
         p.error(f"argument --batch-size: {args.batch_size} is more than the {TRAIN_IMAGES:,} training images")
     if args.checkpoint is not None and args.checkpoint == args.log:
@@ -82,8 +106,8 @@ def main(argv: list[str] | None = None) -> None:
     Tensor.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     train_x, train_y, test_x, test_y = mnist()
-    x, y = normalize(train_x), train_y.astype(np.int32)
-    model = MLP(args.hidden)
+    x, y = normalize(train_x, args.model), train_y.astype(np.int32)
+    model = MLP(args.hidden) if args.model == "mlp" else cnn(args.channels)
     opt = AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     steps_per_epoch = len(x) // args.batch_size  # the last partial batch is dropped: one shape, one plan
     losses: list[float] = []
@@ -104,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
             bar.set_postfix(loss=f"{losses[-1]:.4f}", img_per_s=f"{args.batch_size / step_times[-1]:,.0f}")
     if args.checkpoint:  # first: whatever fails later, the trained model is kept
         save(model.state_dict(), args.checkpoint)
-    acc = accuracy(model, normalize(test_x), test_y.astype(np.int32))
+    acc = accuracy(model, normalize(test_x, args.model), test_y.astype(np.int32))
     first, rest = step_times[0], float(np.median(step_times[1:])) if len(step_times) > 1 else step_times[0]
     print(f"test accuracy {acc * 100:.2f}%  |  {rest * 1e3:.2f} ms/step (median; first step {first * 1e3:.0f} ms)")
     if args.log:

@@ -27,6 +27,8 @@ BAD_ARGUMENTS = [
     ("train_mnist.py", ["--batch-size", "0"], "--batch-size", "0 is less than 1"),
     ("train_mnist.py", ["--batch-size", "60001"], "--batch-size", "more than the 60,000 training images"),
     ("train_mnist.py", ["--hidden", "-3"], "--hidden", "-3 is less than 1"),
+    ("train_mnist.py", ["--model", "rnn"], "--model", "invalid choice: 'rnn'"),
+    ("train_mnist.py", ["--model", "cnn", "--channels", "0"], "--channels", "0 is less than 1"),
     ("train_mnist.py", ["--epochs", "two"], "--epochs", "'two' is not an integer"),
     ("train_mnist.py", ["--lr", "nan"], "--lr", "nan is not a finite number positive"),
     ("train_mnist.py", ["--lr", "0"], "--lr", "0 is not a finite number positive"),
@@ -101,6 +103,23 @@ def test_train_mnist_runs_with_good_arguments_and_writes_both_files(tmp_path: Pa
     assert done.stdout.startswith("test accuracy ") and f"saved {checkpoint}" in done.stdout
     assert len(log.read_text().splitlines()) == 2
     assert sorted(load(checkpoint)) == ["l1.bias", "l1.weight", "l2.bias", "l2.weight"]
+
+
+def test_train_mnist_trains_the_cnn(tmp_path: Path) -> None:
+    # two steps of a one-channel CNN: the convolution layers train, and their names are PyTorch's
+    checkpoint = tmp_path / "cnn.safetensors"
+    argv = ["--model", "cnn", "--channels", "1", "--epochs", "1", "--batch-size", "30000"]
+    argv += ["--checkpoint", str(checkpoint)]
+    done = subprocess.run(
+        [sys.executable, str(SCRIPTS / "train_mnist.py"), *argv],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("test accuracy ")
+    assert sorted(load(checkpoint)) == ["0.bias", "0.weight", "3.bias", "3.weight", "7.bias", "7.weight"]
 
 
 TILED = """extern "C" __global__ void __launch_bounds__(64) tiled(float* __restrict__ out) {

@@ -21,7 +21,7 @@ def plan_bytes(plan: Plan) -> int:
 
 
 x = Tensor(np.random.default_rng(0).standard_normal((512, 512)).astype(np.float32))
-graph, _ = normalize([x.gelu().uop])
+graph, _ = normalize([x.gelu("tanh").uop])
 ops, separate = per_op_bytes(graph)
 plan = make_plan(graph, opt=False)
 print(f"GELU of a 512 x 512 float32 array ({x.numel() * 4:,} bytes)")

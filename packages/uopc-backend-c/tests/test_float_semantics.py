@@ -16,7 +16,7 @@ import numpy.typing as npt
 import pytest
 
 from uopc.backend.c import Program, render_c
-from uopc.ir import DType, Ops, UOp, dtypes
+from uopc.ir import DType, Ops, UOp, dtypes, exec_alu
 from uopc.lower import Kernel, Opts, choose_opts, linearize, rangeify
 
 Array = npt.NDArray[Any]
@@ -141,3 +141,24 @@ def test_only_kernels_whose_products_all_feed_sums_may_fuse_them() -> None:
     assert "fp-contract" not in source(matmul * 2.0)  # a product that is not summed: IEEE, unfused
     x = UOp.buffer(0, 8)
     assert "fp-contract" not in source(x * x - 1.0)
+
+
+@pytest.mark.o0
+@pytest.mark.parametrize("dtype", [dtypes.float16, dtypes.float32, dtypes.float64], ids=["f16", "f32", "f64"])
+@pytest.mark.parametrize("op", [Ops.IDIV, Ops.MOD], ids=["floordiv", "mod"])
+def test_floor_division_and_modulo_of_floats_are_numpys(op: Ops, dtype: DType) -> None:
+    """Every pair of special values, bit for bit with the sign of zero: by zero (a / b, and NaN), infinite
+    operands (-1 % inf is inf, 7 // -inf is -1), and huge quotients, where a - b * floor(a / b) would be far
+    off. The interpreter's semantics (exec_alu, what constant folding computes) agree."""
+    with np.errstate(all="ignore"):
+        values = np.array(SPECIAL, np.float64).astype(dtype.np_name)
+    a, b = (v.ravel() for v in np.meshgrid(values, values))
+    reference = np.floor_divide if op is Ops.IDIV else np.mod
+    with np.errstate(all="ignore"):
+        want = reference(a, b)
+    x, y = UOp.buffer(0, a.size, dtype), UOp.buffer(1, b.size, dtype)
+    folded = np.array([exec_alu(op, dtype, [float(p), float(q)]) for p, q in zip(a, b, strict=True)], dtype.np_name)
+    for got in run(x.alu(op, y), a, b), folded:
+        np.testing.assert_array_equal(got, want)
+        numbers = ~np.isnan(want)  # the sign of a NaN means nothing, and numpy's differs between its loops
+        np.testing.assert_array_equal(np.signbit(got[numbers]), np.signbit(want[numbers]))

@@ -38,6 +38,17 @@ def test_float16_sums_count_past_2048(opt: bool) -> None:
     assert got.dtype == np.float16 and got[0, 0] == 40000
 
 
+def test_a_float16_select_of_one_element_builds_and_keeps_its_values() -> None:
+    """`x >= 0.5 ? y : 0` on one element: with -march=native on a CPU with AVX512-FP16, gcc 12 stored it with
+    a masked vmovsh that binutils 2.40 refuses, a CompileError (notebook entry 84). Each element of x is
+    tried in its own kernel of one element, the shape that made it."""
+    for x, y in [(0.0, 3.0), (0.5, 3.0), (np.nan, -2.0)]:
+        a, b = np.array([x], np.float16), np.array([y], np.float16)
+        xs, ys = UOp.buffer(0, 1, dtypes.float16), UOp.buffer(1, 1, dtypes.float16)
+        got = run((xs >= 0.5).where(ys, 0.0), a, b, opt=False)
+        np.testing.assert_array_equal(got, np.where(a >= 0.5, b, np.float16(0.0)))
+
+
 @pytest.mark.o0
 def test_float16_sums_round_once_from_float32() -> None:
     rng = np.random.default_rng(16)

@@ -107,3 +107,12 @@ def test_a_cubin_is_built_once(kernels_of: KernelsOf) -> None:
     first = build_cubin(source, "sm_90")
     assert build_cubin(source, "sm_90") == first
     assert build_cubin(source, "sm_80").key != first.key  # the architecture is part of the key
+
+
+def test_float_floor_division_and_modulo_render_numpys_helpers(kernels_of: KernelsOf) -> None:
+    """Of floats, // and % are numpy's (the C backend's helpers, fmod's exact remainder); a helper per dtype."""
+    x, y = UOp.buffer(0, 64), UOp.buffer(1, 64)
+    (kernel,) = kernels_of((x // y) + (x % y))
+    source = render_cuda([lower_gpu(kernel)])
+    assert "static __device__ inline float floordiv_f32(float a, float b) { if (b == 0) return a / b;" in source
+    assert "static __device__ inline float floormod_f32(float a, float b) { float m = fmod(a, b);" in source

@@ -210,3 +210,20 @@ def test_many_blocks_run_in_groups_and_every_block_runs(monkeypatch: pytest.Monk
     kernel = Kernel("add_one", rangeify([(UOp.buffer(1, 4096, dtypes.int32), UOp.buffer(0, 4096, dtypes.int32) + 1)]))
     (_, out) = emulated(kernel, [x], GPUOpts(threads=32))
     np.testing.assert_array_equal(out, x + 1)
+
+
+def test_float_floor_division_and_modulo_emulate_as_numpy() -> None:
+    """By zero, at infinities and with a huge quotient, bit for bit with numpy (NaNs aside, whose sign means
+    nothing)."""
+    a = np.array([5.5, -5.5, 1e30, 0.0, -7.5, np.inf, -1.0, 7.0], np.float32)
+    b = np.array([2.0, 2.0, 3.0, -3.0, 0.0, 2.0, np.inf, -np.inf], np.float32)
+    x, y = UOp.buffer(0, 8), UOp.buffer(1, 8)
+    for op, reference in [(Ops.IDIV, np.floor_divide), (Ops.MOD, np.mod)]:
+        kernel = Kernel("k", rangeify([(UOp.buffer(2, 8), x.alu(op, y))]))
+        out = np.zeros(8, np.float32)
+        emulate(lower_gpu(kernel), [a, b, out])
+        with np.errstate(all="ignore"):
+            want = reference(a, b)
+        np.testing.assert_array_equal(out, want)
+        numbers = ~np.isnan(want)
+        np.testing.assert_array_equal(np.signbit(out[numbers]), np.signbit(want[numbers]))

@@ -146,3 +146,12 @@ def test_rules_written_with_operators_rewrite_as_their_algebra_says() -> None:
     rules = PatternMatcher([(x // 1, lambda x: x), (x * 0, lambda x: x.const_like(0)), (0 - x, lambda x: -x)])
     p = param(0)
     assert graph_rewrite((p // 1) + (p * 0) + (0 - p), rules) is p + p.const_like(0) + (-p)
+
+
+def test_pytorchs_method_names_compute_what_the_operators_do() -> None:
+    """t.add(x), t.pow(x), ... as PyTorch users type them, on every value of the layer."""
+    x, three = UOp.const(7.5), UOp.const(3.0)
+    for method, value in [("add", 10.5), ("sub", 4.5), ("mul", 22.5), ("div", 2.5), ("pow", 421.875)]:
+        assert to_python(run(getattr(x, method)(three))) == value
+    assert to_python(run(x.neg())) == -7.5
+    assert (UPat.var("x").mul(2)).match(param(0).mul(2), {})

@@ -143,6 +143,11 @@ def sigmoid(x: Array) -> Array:
     return 1 / (1 + np.exp(-x))
 
 
+def gelu_erf(x: Array) -> Array:
+    """Exact GELU, x P(X <= x) for a standard normal X, with the C library's erf."""
+    return np.asarray(0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2))))
+
+
 def gelu_tanh(x: Array) -> Array:
     return np.asarray(0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))))
 
@@ -157,9 +162,76 @@ def pad_ref(a: Array, widths: list[tuple[int, int]], value: float) -> Array:
     return np.pad(cut, [(max(0, b), max(0, e)) for b, e in widths], constant_values=value)
 
 
+def avoiding(shape: tuple[int, ...], *kinks: float, low: float = -4.0, high: float = 4.0) -> Inputs:
+    """Uniform values at least 0.05 from each kink (where a piecewise function has a corner)."""
+
+    def make(rng: np.random.Generator) -> list[Array]:
+        x = rng.uniform(low, high, shape)
+        for k in kinks:
+            x = np.where(np.abs(x - k) < 0.05, k + 0.1 * np.sign(x - k + 1e-9), x)
+        return [x.astype(np.float32)]
+
+    return make
+
+
+def conv2d_ref(x: Array, w: Array, b: Array, stride: int, padding: int, dilation: int, groups: int) -> Array:
+    """Convolution by its definition: a loop over output positions, one einsum per group."""
+    x = np.pad(x, [(0, 0), (0, 0), (padding, padding), (padding, padding)])
+    n, _, h, width = x.shape
+    out_c, per_group, kh, kw = w.shape
+    oh, ow = (h - dilation * (kh - 1) - 1) // stride + 1, (width - dilation * (kw - 1) - 1) // stride + 1
+    out = np.zeros((n, out_c, oh, ow), np.result_type(x, w))
+    step = out_c // groups
+    for i in range(oh):
+        for j in range(ow):
+            rows = slice(i * stride, i * stride + dilation * (kh - 1) + 1, dilation)
+            cols = slice(j * stride, j * stride + dilation * (kw - 1) + 1, dilation)
+            for g in range(groups):
+                patch = x[:, g * per_group : (g + 1) * per_group, rows, cols]
+                weights = w[g * step : (g + 1) * step]
+                out[:, g * step : (g + 1) * step, i, j] = np.einsum("nchw,ochw->no", patch, weights)
+    return out + b.reshape(1, -1, 1, 1)
+
+
+def pool_ref(x: Array, k: int, stride: int, reduce: Callable[..., Array]) -> Array:
+    n, c, h, w = x.shape
+    oh, ow = (h - k) // stride + 1, (w - k) // stride + 1
+    out = np.zeros((n, c, oh, ow), x.dtype)
+    for i in range(oh):
+        for j in range(ow):
+            out[:, :, i, j] = reduce(x[:, :, i * stride : i * stride + k, j * stride : j * stride + k], axis=(2, 3))
+    return out
+
+
+def attention_ref(q: Array, k: Array, v: Array) -> Array:
+    scores = q @ k.swapaxes(-1, -2) / math.sqrt(q.shape[-1])
+    scores = np.where(np.tril(np.ones(scores.shape[-2:], bool)), scores, -np.inf)
+    return np.asarray(np.exp(log_softmax(scores)) @ v)
+
+
+def scatter_add_ref(a: Array, b: Array) -> Array:
+    """a with b[i, j, k] added to a[i, IDX[i, j, k], k]."""
+    out = a.copy()
+    i, _, k = np.indices(IDX.shape)
+    np.add.at(out, (i, IDX, k), b)
+    return out
+
+
+def erf_ref(x: Array) -> Array:
+    return np.asarray(np.vectorize(math.erf)(x))
+
+
+def softplus_ref(x: Array) -> Array:
+    return np.asarray(np.logaddexp(0, x))
+
+
 COND = np.random.default_rng(99).random((2, 3, 5)) < 0.5
 LABELS = np.random.default_rng(98).integers(0, 5, (2, 3)).astype(np.int32)
 PAD = [(1, 0), (-1, 2), (0, -2)]
+IDX = np.random.default_rng(97).integers(0, 3, (2, 4, 5))  # repeats: their gradients add up
+TARGETS = np.array([[0, 4, 1], [-100, 2, 2]])
+PROBS = np.exp(log_softmax(np.random.default_rng(96).standard_normal((2, 3, 5))))
+BINARY = np.random.default_rng(95).uniform(0, 1, (2, 3, 5))
 
 CASES: list[Case] = [
     # arithmetic, broadcasting both ways, scalars on either side
@@ -200,7 +272,8 @@ CASES: list[Case] = [
     Case("sigmoid", Tensor.sigmoid, sigmoid, normal((2, 3, 5))),
     Case("tanh", Tensor.tanh, np.tanh, normal((2, 3, 5))),
     Case("relu", Tensor.relu, lambda a: np.maximum(a, 0), away_from_zero((2, 3, 5))),
-    Case("gelu", Tensor.gelu, gelu_tanh, normal((2, 3, 5))),
+    Case("gelu", Tensor.gelu, gelu_erf, normal((2, 3, 5))),
+    Case("gelu_tanh", lambda a: a.gelu("tanh"), gelu_tanh, normal((2, 3, 5))),
     Case("silu", Tensor.silu, lambda a: a * sigmoid(a), normal((2, 3, 5))),
     Case("square", Tensor.square, np.square, normal((2, 3, 5))),
     # reductions
@@ -274,6 +347,108 @@ CASES: list[Case] = [
         normal((2, 3, 5)),
     ),
     Case("detach", lambda a: a * a.detach(), lambda a: a * a, normal((2, 3, 5))),  # see below: d/da is a, not 2a
+    # the ops people port scripts with (issue 11)
+    Case("clip", lambda a: a.clip(-0.5, 0.7), lambda a: np.clip(a, -0.5, 0.7), avoiding((2, 3, 5), -0.5, 0.7)),
+    Case("erf", Tensor.erf, erf_ref, lambda rng: [rng.uniform(-4, 4, (2, 3, 5)).astype(np.float32)]),
+    Case("log2", Tensor.log2, np.log2, positive((2, 3, 5))),
+    Case("exp2", Tensor.exp2, np.exp2, normal((2, 3, 5))),
+    Case("leaky_relu", lambda a: a.leaky_relu(0.1), lambda a: np.where(a > 0, a, 0.1 * a), away_from_zero((2, 3, 5))),
+    Case("elu", Tensor.elu, lambda a: np.where(a > 0, a, np.expm1(np.minimum(a, 0))), away_from_zero((2, 3, 5))),
+    Case("softplus", Tensor.softplus, softplus_ref, lambda rng: [rng.uniform(-25, 25, (2, 3, 5)).astype(np.float32)]),
+    Case(
+        "softplus_beta",
+        lambda a: a.softplus(2.0, 1.0),
+        lambda a: np.where(2 * a > 1, a, softplus_ref(2 * a) / 2),
+        avoiding((2, 3, 5), 0.5),
+    ),
+    Case("relu6", Tensor.relu6, lambda a: np.clip(a, 0, 6), avoiding((2, 3, 5), 0.0, 6.0, low=-2, high=8)),
+    Case("hardswish", Tensor.hardswish, lambda a: a * np.clip(a + 3, 0, 6) / 6, avoiding((2, 3, 5), -3.0, 3.0)),
+    Case("prod", lambda a: a.prod(1), lambda a: a.prod(1), normal((2, 3, 5))),
+    Case("prod_all", lambda a: a.prod(), lambda a: np.asarray(a.prod()), positive((2, 3, 2))),
+    Case("cumsum", lambda a: a.cumsum(2), lambda a: np.cumsum(a, 2), normal((2, 3, 5)), 5),
+    Case("gather", lambda a: a.gather(1, Tensor(IDX)), lambda a: np.take_along_axis(a, IDX, 1), normal((2, 3, 5)), 4),
+    Case(
+        "scatter_add",
+        lambda a, b: a.scatter_add(1, Tensor(IDX), b),
+        scatter_add_ref,
+        normal((2, 3, 5), (2, 4, 5)),
+    ),
+    Case("index_tensor", lambda a: a[:, Tensor(IDX[0])], lambda a: a[:, IDX[0]], normal((2, 3, 5)), 4),
+    Case("index_lists", lambda a: a[[1, 0, 1], :, [4, 4, 0]], lambda a: a[[1, 0, 1], :, [4, 4, 0]], normal((2, 3, 5))),
+    Case(
+        "masked_fill",
+        lambda a: a.masked_fill(Tensor(COND), 2.0),
+        lambda a: np.where(COND, 2.0, a),
+        normal((2, 3, 5)),
+    ),
+    Case("tril", lambda a: a.tril(-1), lambda a: np.tril(a, -1), normal((2, 3, 5))),
+    Case("sort", lambda a: a.sort(2, descending=True)[0], lambda a: -np.sort(-a, 2), distinct((2, 3, 5)), 5),
+    Case("topk", lambda a: a.topk(2, 1)[0], lambda a: -np.sort(-a, 1)[:, :2], distinct((2, 3, 5)), 3),
+    Case("repeat", lambda a: a.repeat(2, 1, 3), lambda a: np.tile(a, (2, 1, 3)), normal((2, 3, 5)), 6),
+    Case("split", lambda a: a.split([2, 3], -1)[1] * 2, lambda a: a[..., 2:] * 2, normal((2, 3, 5))),
+    Case(
+        "cross_entropy_options",
+        lambda a: a.cross_entropy(Tensor(TARGETS), reduction="sum", label_smoothing=0.2),
+        lambda a: np.asarray(
+            -np.where(
+                TARGETS != -100,
+                0.8 * np.take_along_axis(log_softmax(a), np.maximum(TARGETS, 0)[..., None], -1)[..., 0]
+                + 0.2 * log_softmax(a).mean(-1),
+                0,
+            ).sum()
+        ),
+        normal((2, 3, 5)),
+        15,
+    ),
+    Case(
+        "cross_entropy_probabilities",
+        lambda a: a.cross_entropy(Tensor(PROBS)),
+        lambda a: np.asarray(-(PROBS * log_softmax(a)).sum(-1).mean()),
+        normal((2, 3, 5)),
+        30,
+    ),
+    Case(
+        "binary_cross_entropy",
+        lambda a: a.sigmoid().binary_cross_entropy(Tensor(BINARY)),
+        lambda a: np.asarray(-(BINARY * np.log(sigmoid(a)) + (1 - BINARY) * np.log(1 - sigmoid(a))).mean()),
+        normal((2, 3, 5)),
+        30,
+    ),
+    Case(
+        "binary_cross_entropy_with_logits",
+        lambda a: a.binary_cross_entropy_with_logits(Tensor(BINARY), reduction="none"),
+        lambda a: softplus_ref(a) - a * BINARY,
+        lambda rng: [rng.uniform(-30, 30, (2, 3, 5)).astype(np.float32)],
+    ),
+    Case(
+        "conv2d",
+        lambda x, w, b: x.conv2d(w, b, stride=2, padding=1, groups=2),
+        lambda x, w, b: conv2d_ref(x, w, b, 2, 1, 1, 2),
+        normal((2, 4, 5, 6), (6, 2, 3, 2), (6,)),
+        12,
+    ),
+    Case(
+        "conv2d_dilated",
+        lambda x, w, b: x.conv2d(w, b, dilation=2),
+        lambda x, w, b: conv2d_ref(x, w, b, 1, 0, 2, 1),
+        normal((1, 3, 6, 5), (2, 3, 2, 2), (2,)),
+        12,
+    ),
+    Case("max_pool2d", lambda x: x.max_pool2d(2), lambda x: pool_ref(x, 2, 2, np.max), distinct((2, 3, 4, 6))),
+    Case(
+        "max_pool2d_overlapping",
+        lambda x: x.max_pool2d(3, 1),
+        lambda x: pool_ref(x, 3, 1, np.max),
+        distinct((1, 2, 5, 4)),
+    ),
+    Case("avg_pool2d", lambda x: x.avg_pool2d(3, 2), lambda x: pool_ref(x, 3, 2, np.mean), normal((2, 3, 7, 5)), 9),
+    Case(
+        "scaled_dot_product_attention",
+        lambda q, k, v: q.scaled_dot_product_attention(k, v, is_causal=True),
+        attention_ref,
+        normal((2, 4, 3), (2, 4, 3), (2, 4, 5)),
+        4,
+    ),
     Case(
         "mlp",
         lambda x, w1, w2: ((x @ w1).relu() @ w2).log_softmax(),

@@ -49,7 +49,8 @@ def test_matmul_inner_dimensions() -> None:
 
 def test_cross_entropy_labels() -> None:
     logits = Tensor(np.zeros((4, 3), np.float32))
-    raises(lambda: logits.cross_entropy(Tensor(np.zeros(4, np.float32))), "cross_entropy", "float32")
+    # float targets are class probabilities, which take the logits' shape
+    raises(lambda: logits.cross_entropy(Tensor(np.zeros(4, np.float32))), "cross_entropy", "(4,)", "(4, 3)")
     raises(lambda: logits.cross_entropy(Tensor(np.zeros((4, 1), np.int32))), "cross_entropy", "(4, 3)", "(4, 1)")
     raises(lambda: Tensor(np.zeros(4, np.float32)).one_hot(3), "one_hot", "float32")
 
@@ -106,10 +107,10 @@ def test_bad_movement_arguments() -> None:
     raises(lambda: x235().expand(4, 3, 5), "expand", "(2, 3, 5)", "(4, 3, 5)")
     raises(lambda: x235().expand(3, 5), "expand", "(2, 3, 5)")
     raises(lambda: x235().shrink([(0, 3), None, None]), "shrink", "(2, 3, 5)")
-    raises(lambda: x235().shrink([(1, 1), None, None]), "shrink", "(2, 3, 5)")
+    raises(lambda: x235().shrink([(2, 1), None, None]), "shrink", "(2, 3, 5)")
     raises(lambda: x235().shrink([None, None]), "shrink", "2 bounds", "3 dimensions")
     raises(lambda: x235().pad([(0, 0), (0, 0)]), "pad", "3 dimensions")
-    raises(lambda: x235().pad([(-1, -1), (0, 0), (0, 0)]), "pad", "(2, 3, 5)")
+    raises(lambda: x235().pad([(-2, -1), (0, 0), (0, 0)]), "pad", "(2, 3, 5)")
     raises(lambda: Tensor.cat(x235(), Tensor(np.zeros((2, 4, 4), np.float32)), dim=1), "cat", "(2, 4, 4)")
     raises(lambda: Tensor.cat([]), "cat", "at least one tensor")
     raises(lambda: Tensor.stack([x235(), Tensor(np.zeros((2, 3, 4), np.float32))]), "stack", "(2, 3, 5)", "(2, 3, 4)")
@@ -120,17 +121,15 @@ def test_bad_indices() -> None:
     raises(lambda: x235()[:, -4], "index -4", "size 3")
     raises(lambda: x235()[0, 0, 0, 0], "4 indices", "3 dimensions")
     raises(lambda: x235()[..., 0, ...], "...")
-    raises(lambda: x235()[1:1], "no elements")
-    raises(lambda: x235()[[0, 1]], "list")
+    raises(lambda: x235()[[0, 2]], "indices must lie in [-2, 2)", "from 0 to 2")
+    raises(lambda: x235()[:, Tensor([0.5])], "float32 tensor")
     raises(lambda: x235()[0.5], "float")
 
 
 def test_bad_values_and_dtypes() -> None:
-    raises(lambda: Tensor(np.zeros((2, 0), np.float32)), "zero-size", "(2, 0)")
     raises(lambda: Tensor(np.zeros(3, np.complex64)), "complex64")
     raises(lambda: Tensor(["a"]), "list", "<U1")
-    raises(lambda: x235() // 2, "floordiv", "float32")
-    raises(lambda: x235() % 2, "mod", "float32")
+    raises(lambda: x235() | 2, "or", "float32")
     raises(lambda: x235().item(), "item", "(2, 3, 5)")
     assert Tensor.zeros(2, dtype=dtypes.int32).dtype is dtypes.int32
 
@@ -163,8 +162,8 @@ def test_slice_step_zero_fails_as_a_tensor_error() -> None:
         (lambda: Tensor(np.array([1], dtype=np.int8)) + 300, "does not fit the tensor's int8"),
         (lambda: Tensor([1.0]).maximum(cast(Any, [1, 2])), "cannot combine a tensor with a list"),
         (lambda: Tensor.zeros(2, 3).permute(0, 5), "out of range"),
-        (lambda: Tensor([1.0, 2.0, 3.0]).expand(-1, 3), "must be >= 1, or -1 to keep an existing axis"),
-        (lambda: Tensor([1.0]).expand(-3), "must be >= 1"),
+        (lambda: Tensor([1.0, 2.0, 3.0]).expand(-1, 3), "must be >= 0, or -1 to keep an existing axis"),
+        (lambda: Tensor([1.0]).expand(-3), "must be >= 0"),
         (lambda: Tensor.full((2,), math.nan, dtypes.int32), "nan does not fit int32"),
         (lambda: (Tensor(np.array([1, 2], dtype=np.int32)) - 3).one_hot(3), r"indices must lie in \[0, 3\)"),
     ],

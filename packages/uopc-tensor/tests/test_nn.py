@@ -21,7 +21,36 @@ import numpy.typing as npt
 import pytest
 
 from uopc.tensor import Tensor, TensorError, dtypes, realizer
-from uopc.tensor.nn import CheckpointError, Dropout, Embedding, LayerNorm, Linear, Module, load, save
+from uopc.tensor.nn import (
+    ELU,
+    GELU,
+    AvgPool2d,
+    CausalSelfAttention,
+    CheckpointError,
+    Conv2d,
+    Dropout,
+    Embedding,
+    Flatten,
+    Hardswish,
+    Identity,
+    LayerNorm,
+    LeakyReLU,
+    Linear,
+    MaxPool2d,
+    Module,
+    ModuleList,
+    MultiHeadAttention,
+    ReLU,
+    ReLU6,
+    Sequential,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Softplus,
+    Tanh,
+    load,
+    save,
+)
 
 F64 = npt.NDArray[np.float64]
 Array = npt.NDArray[Any]
@@ -436,3 +465,152 @@ def test_load_state_dict_refuses_values_the_parameters_cannot_hold() -> None:
     lin.load_state_dict({"weight": np.full((2, 3), 0.1), "bias": np.ones(2)})  # float64 values that fit
     assert lin.weight.dtype is dtypes.float32
     np.testing.assert_array_equal(lin.weight.numpy(), np.full((2, 3), 0.1, np.float32))
+
+
+# ---- containers, activation modules, convolution and attention layers ----
+
+
+class Stack(Module):
+    def __init__(self) -> None:
+        self.layers = ModuleList([Linear(3, 4), Linear(4, 4)])
+        self.head = Sequential(ReLU(), Linear(4, 2), Dropout(0.5))
+
+    def forward(self, x: Tensor) -> Tensor:
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(x)
+
+
+def test_containers_name_parameters_by_position_as_pytorch() -> None:
+    Tensor.manual_seed(0)
+    net = Stack()
+    assert list(net.state_dict()) == [
+        "head.1.bias",
+        "head.1.weight",
+        "layers.0.bias",
+        "layers.0.weight",
+        "layers.1.bias",
+        "layers.1.weight",
+    ]
+    assert len(net.layers) == 2 and net.layers[1] is list(net.layers)[1]
+    assert isinstance(net.head[2], Dropout)
+    net.eval()
+    assert not net.head[2].training  # eval() reaches into the containers
+    x = floats((5, 3), 1)
+    state = {k: v.numpy() for k, v in net.state_dict().items()}
+    hidden = (x @ state["layers.0.weight"].T + state["layers.0.bias"]) @ state["layers.1.weight"].T
+    want = np.maximum(hidden + state["layers.1.bias"], 0) @ state["head.1.weight"].T + state["head.1.bias"]
+    np.testing.assert_allclose(net(Tensor(x)).numpy(), want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(TypeError, match="holds modules, not a function"):
+        ModuleList().append(lambda t: t)  # type: ignore[arg-type]
+
+
+ACTIVATION_MODULES: list[tuple[Module, Callable[[Tensor], Tensor]]] = [
+    (ReLU(), Tensor.relu),
+    (ReLU6(), Tensor.relu6),
+    (GELU(), Tensor.gelu),
+    (GELU("tanh"), lambda t: t.gelu("tanh")),
+    (SiLU(), Tensor.silu),
+    (Tanh(), Tensor.tanh),
+    (Sigmoid(), Tensor.sigmoid),
+    (LeakyReLU(0.3), lambda t: t.leaky_relu(0.3)),
+    (ELU(0.5), lambda t: t.elu(0.5)),
+    (Softplus(2.0, 4.0), lambda t: t.softplus(2.0, 4.0)),
+    (Hardswish(), Tensor.hardswish),
+    (Softmax(0), lambda t: t.softmax(0)),
+    (Identity(), lambda t: t),
+    (Flatten(), lambda t: t.reshape(3, 20)),
+]
+
+
+@pytest.mark.parametrize(("module", "f"), ACTIVATION_MODULES, ids=lambda v: type(v).__name__)
+def test_activation_modules_apply_their_function(module: Module, f: Callable[[Tensor], Tensor]) -> None:
+    x = Tensor(floats((3, 4, 5), 2, -8, 8))
+    np.testing.assert_array_equal(module(x).numpy(), f(x).numpy())
+    assert module.state_dict() == {}
+
+
+def test_conv2d_and_pooling_layers() -> None:
+    Tensor.manual_seed(1)
+    conv = Conv2d(4, 6, (3, 2), stride=2, padding=1, groups=2)
+    assert conv.weight.shape == (6, 2, 3, 2) and conv.bias is not None and conv.bias.shape == (6,)
+    bound = 1 / math.sqrt(2 * 3 * 2)  # fan_in = in / groups * kH * kW, as PyTorch
+    assert np.abs(conv.weight.numpy()).max() <= bound and np.abs(conv.weight.numpy()).max() > 0.8 * bound
+    x = Tensor(floats((2, 4, 7, 6), 3))
+    np.testing.assert_array_equal(conv(x).numpy(), x.conv2d(conv.weight, conv.bias, 2, 1, 1, 2).numpy())
+    np.testing.assert_array_equal(MaxPool2d(3, 2, 1)(x).numpy(), x.max_pool2d(3, 2, 1).numpy())
+    np.testing.assert_array_equal(AvgPool2d(2)(x).numpy(), x.avg_pool2d(2).numpy())
+    assert Conv2d(3, 3, 3, bias=False).bias is None
+    with pytest.raises(TensorError, match="multiples of groups"):
+        Conv2d(3, 4, 3, groups=2)
+
+
+def attention_numpy(
+    q: Array, k: Array, v: Array, mha: MultiHeadAttention, blocked: Array | None = None
+) -> tuple[Array, Array]:
+    """PyTorch's multi-head attention written out for batch-first inputs: project, split heads, softmax of
+    scaled scores (with -inf where `blocked`), merge heads, project."""
+    e, h = mha.embed_dim, mha.num_heads
+    w, b = mha.in_proj_weight.numpy().astype(np.float64), np.zeros(3 * e)
+    if mha.in_proj_bias is not None:
+        b = mha.in_proj_bias.numpy()
+
+    def heads(x: Array, i: int) -> Array:
+        y = x @ w[i * e : (i + 1) * e].T + b[i * e : (i + 1) * e]
+        return np.asarray(y.reshape(*x.shape[:2], h, e // h).transpose(0, 2, 1, 3))
+
+    scores = heads(q, 0) @ heads(k, 1).transpose(0, 1, 3, 2) / math.sqrt(e // h)
+    if blocked is not None:
+        scores = np.where(blocked, -np.inf, scores)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    out = (weights @ heads(v, 2)).transpose(0, 2, 1, 3).reshape(*q.shape[:2], e)
+    bias = mha.out_proj.bias.numpy() if mha.out_proj.bias is not None else 0.0
+    return out @ mha.out_proj.weight.numpy().T + bias, weights.mean(1)
+
+
+def test_multi_head_attention_against_numpy() -> None:
+    Tensor.manual_seed(2)
+    mha = MultiHeadAttention(8, 2, batch_first=True)
+    assert {k: v.shape for k, v in mha.state_dict().items()} == {
+        "in_proj_bias": (24,),
+        "in_proj_weight": (24, 8),
+        "out_proj.bias": (8,),
+        "out_proj.weight": (8, 8),
+    }
+    mha.in_proj_bias = Tensor(floats((24,), 4), requires_grad=True)  # PyTorch starts them at 0: test them too
+    q, kv = floats((2, 3, 8), 5), floats((2, 5, 8), 6)
+    out, weights = mha(Tensor(q), Tensor(kv), Tensor(kv))
+    want_out, want_weights = attention_numpy(q, kv, kv, mha)
+    assert weights is not None
+    np.testing.assert_allclose(out.numpy(), want_out, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(weights.numpy(), want_weights, rtol=1e-4, atol=1e-6)
+    blocked = np.array([[False, True, False, True, True]] * 3)  # PyTorch's bool mask: True is not allowed
+    out, none = mha(Tensor(q), Tensor(kv), Tensor(kv), attn_mask=Tensor(blocked), need_weights=False)
+    assert none is None
+    np.testing.assert_allclose(out.numpy(), attention_numpy(q, kv, kv, mha, blocked)[0], rtol=1e-4, atol=1e-5)
+
+
+def test_multi_head_attention_is_sequence_first_by_default() -> None:
+    Tensor.manual_seed(3)
+    first, batch_first = MultiHeadAttention(4, 1), MultiHeadAttention(4, 1, batch_first=True)
+    batch_first.load_state_dict(first.state_dict())
+    x = floats((3, 2, 4), 7)  # (L, N, E)
+    seq_first, _ = first(Tensor(x), Tensor(x), Tensor(x))
+    batched, _ = batch_first(Tensor(x.transpose(1, 0, 2)), Tensor(x.transpose(1, 0, 2)), Tensor(x.transpose(1, 0, 2)))
+    np.testing.assert_allclose(seq_first.numpy(), batched.numpy().transpose(1, 0, 2), rtol=1e-6)
+
+
+def test_causal_self_attention_sees_only_the_past() -> None:
+    Tensor.manual_seed(4)
+    block = CausalSelfAttention(6, 3)
+    names = {"attn.in_proj_bias", "attn.in_proj_weight", "attn.out_proj.bias", "attn.out_proj.weight"}
+    assert set(block.state_dict()) == names
+    x = floats((2, 5, 6), 8)
+    later = x.copy()
+    later[:, 3:] += 1.0
+    a, b = block(Tensor(x)).numpy(), block(Tensor(later)).numpy()
+    np.testing.assert_array_equal(a[:, :3], b[:, :3])  # positions 0..2 never read 3..4
+    assert (np.abs(a[:, 3:] - b[:, 3:]) > 1e-4).all()
+    want = attention_numpy(x, x, x, block.attn, np.triu(np.ones((5, 5), bool), 1))[0]
+    np.testing.assert_allclose(a, want, rtol=1e-4, atol=1e-5)

@@ -104,7 +104,12 @@ def sigmoid64(x: Array) -> Array:
     return np.where(x < 0, e / (1 + e), 1 / (1 + e))
 
 
-def gelu64(x: Array) -> Array:
+def gelu_erf64(x: Array) -> Array:
+    """Exact GELU, x P(X <= x), as x erfc(-x / sqrt 2) / 2 with the C library's erfc."""
+    return np.asarray(x * 0.5 * np.vectorize(math.erfc)(-x / math.sqrt(2)))
+
+
+def gelu_tanh64(x: Array) -> Array:
     """The tanh approximation, as x * sigmoid(2z): the same function as 0.5 x (1 + tanh z), without the
     cancellation of 1 + tanh z for negative z that makes float64 lose it below x = -6."""
     with np.errstate(over="ignore", invalid="ignore"):
@@ -116,7 +121,8 @@ ACTIVATIONS: dict[str, tuple[Callable[[Tensor], Tensor], Callable[[Array], Array
     "sigmoid": (Tensor.sigmoid, sigmoid64),
     "tanh": (Tensor.tanh, np.tanh),
     "silu": (Tensor.silu, lambda x: x * sigmoid64(x)),
-    "gelu": (Tensor.gelu, gelu64),
+    "gelu": (Tensor.gelu, gelu_erf64),
+    "gelu_tanh": (lambda t: t.gelu("tanh"), gelu_tanh64),
 }
 # magnitudes from the smallest float32 normal to past where exp overflows, both signs, and the edges
 SWEEP = np.concatenate([np.geomspace(1.2e-38, 1e4, 400), -np.geomspace(1.2e-38, 1e4, 400)]).astype(np.float32)
@@ -211,6 +217,7 @@ HALF_FUNCTIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "sigmoid": Tensor.sigmoid,
     "tanh": Tensor.tanh,
     "gelu": Tensor.gelu,
+    "gelu_tanh": lambda t: t.gelu("tanh"),
     "silu": Tensor.silu,
     "relu": Tensor.relu,
     "softmax": lambda t: t.softmax(-1),

@@ -14,14 +14,14 @@ from uopc.tensor import Tensor, TensorError
 @pytest.mark.parametrize(
     ("make", "message"),
     [
-        (lambda f, b, i: f // 2, "floordiv (integers only): IDIV is not defined for float32; it takes int or uint"),
-        (lambda f, b, i: 2 // f, "floordiv (integers only): IDIV is not defined for float32"),
-        (lambda f, b, i: f % f, "mod (integers only): MOD is not defined for float32"),
+        (lambda f, b, i: f | 2, "or: OR is not defined for float32; it takes bool or int or uint operands"),
+        (lambda f, b, i: 2 | f, "or: OR is not defined for float32"),
+        (lambda f, b, i: f ^ f, "xor: XOR is not defined for float32"),
         (lambda f, b, i: b - b, "sub: SUB is not defined for bool; it takes int or uint or float operands"),
         (lambda f, b, i: f & f, "and: AND is not defined for float32; it takes bool or int or uint operands"),
         (lambda f, b, i: i ^ 1.5, "xor: XOR is not defined for float32"),
     ],
-    ids=["floordiv", "rfloordiv", "mod", "bool sub", "float and", "xor of a promoted int"],
+    ids=["or", "ror", "xor", "bool sub", "float and", "xor of a promoted int"],
 )
 def test_an_op_the_dtype_does_not_take_is_refused_once(make: Callable[..., Any], message: str) -> None:
     f, b, i = Tensor([1.5, 2.0]), Tensor([True, False]), Tensor(np.array([1, 2], np.int32))

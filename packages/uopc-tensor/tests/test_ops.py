@@ -251,6 +251,11 @@ def test_where_broadcasts_all_three_operands() -> None:
 # ---- unary functions ----
 
 
+def gelu_erf(x: Array) -> Array:
+    """Exact GELU, x P(X <= x) for a standard normal X, with the C library's erf."""
+    return np.asarray(0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2))))
+
+
 def gelu_tanh(x: Array) -> Array:
     """The tanh approximation of GELU, written out."""
     return np.asarray(0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))))
@@ -272,7 +277,8 @@ UNARY: dict[str, tuple[Callable[[Tensor], Tensor], Callable[[Array], Array], tup
     "sigmoid": (Tensor.sigmoid, sigmoid, (-8, 8)),
     "tanh": (Tensor.tanh, np.tanh, (-4, 4)),
     "relu": (Tensor.relu, lambda a: np.maximum(a, 0), (-3, 3)),
-    "gelu": (Tensor.gelu, gelu_tanh, (-4, 4)),
+    "gelu": (Tensor.gelu, gelu_erf, (-4, 4)),
+    "gelu_tanh": (lambda t: t.gelu("tanh"), gelu_tanh, (-4, 4)),
     "silu": (Tensor.silu, lambda a: a * sigmoid(a), (-5, 5)),
     "square": (Tensor.square, np.square, (-3, 3)),
 }

@@ -16,12 +16,25 @@ from uopc.ir.uop import ConstValue, round_to
 
 
 def _floordiv(a: ConstValue, b: ConstValue) -> ConstValue:
-    """Floor division; by zero it gives 0, numpy's answer, which the C backend's helper also gives."""
+    """Floor division; of integers by zero it gives 0, numpy's answer, which the C backend's helper also gives."""
+    if isinstance(a, float) or isinstance(b, float):
+        return _float_divmod(float(a), float(b))[0]
     return 0 if b == 0 else int(a) // int(b)
 
 
 def _floormod(a: ConstValue, b: ConstValue) -> ConstValue:
+    if isinstance(a, float) or isinstance(b, float):
+        return _float_divmod(float(a), float(b))[1]
     return 0 if b == 0 else int(a) % int(b)
+
+
+def _float_divmod(a: float, b: float) -> tuple[float, float]:
+    """numpy's floor division and modulo of floats. Python's divmod is the same algorithm (the remainder is
+    fmod's, moved to the divisor's sign; -1.0 % inf is inf); by zero numpy gives a / b and NaN where Python
+    raises."""
+    if b == 0:
+        return _fdiv(a, b), math.nan
+    return divmod(a, b)
 
 
 def _fdiv(a: ConstValue, b: ConstValue) -> float:

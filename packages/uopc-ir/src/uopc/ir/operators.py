@@ -136,6 +136,26 @@ class OpMixin(Generic[NumberT]):
     def logical_not(self) -> Self:
         return self._alu(Ops.CMPNE, True)
 
+    # ---- the operators by the method names PyTorch users type ----
+    def add(self, x: Self | NumberT) -> Self:
+        return self + x
+
+    def sub(self, x: Self | NumberT) -> Self:
+        return self - x
+
+    def mul(self, x: Self | NumberT) -> Self:
+        return self * x
+
+    def div(self, x: Self | NumberT) -> Self:
+        """True division, self / x."""
+        return self / x
+
+    def neg(self) -> Self:
+        return -self
+
+    def pow(self, x: Self | NumberT) -> Self:
+        return self**x
+
     # ---- named ops ----
     def maximum(self, x: Self | NumberT) -> Self:
         return self._alu(Ops.MAX, x)

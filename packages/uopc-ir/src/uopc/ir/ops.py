@@ -30,8 +30,8 @@ class Ops(enum.Enum):
     SUB = enum.auto()
     MUL = enum.auto()
     DIV = enum.auto()  # true division, floats only
-    IDIV = enum.auto()  # floor division, integers only
-    MOD = enum.auto()  # floor modulo (the sign of the divisor), integers only
+    IDIV = enum.auto()  # floor division, as Python's // (of floats too)
+    MOD = enum.auto()  # floor modulo (the sign of the divisor), as Python's %
     POW = enum.auto()  # floats only
     MAX = enum.auto()
     MIN = enum.auto()

@@ -435,8 +435,7 @@ _ALU_ARITY: dict[Ops, int] = {**dict.fromkeys(Ops.UNARY, 1), **dict.fromkeys(Ops
 
 _ALU_KINDS: dict[Ops, tuple[str, ...]] = {
     **dict.fromkeys((Ops.EXP, Ops.LOG, Ops.SQRT, Ops.SIN, Ops.COS, Ops.DIV, Ops.POW), ("float",)),
-    **dict.fromkeys((Ops.IDIV, Ops.MOD), ("int", "uint")),
-    **dict.fromkeys((Ops.NEG, Ops.ADD, Ops.SUB, Ops.MUL), ("int", "uint", "float")),
+    **dict.fromkeys((Ops.NEG, Ops.ADD, Ops.SUB, Ops.MUL, Ops.IDIV, Ops.MOD), ("int", "uint", "float")),
     **dict.fromkeys((Ops.AND, Ops.OR, Ops.XOR), ("bool", "int", "uint")),
 }
 
@@ -498,8 +497,8 @@ def _int_tuple(u: UOp, arg: Any, what: str, depth: int = 1) -> None:
 
 def _reshape_shape(u: UOp, shape: Shape, arg: Any) -> Shape:
     _int_tuple(u, arg, "a tuple of ints (the new shape)")
-    if any(s < 1 for s in arg):
-        raise _fail(u, f"shape {arg} has a dimension below 1")
+    if any(s < 0 for s in arg):
+        raise _fail(u, f"shape {arg} has a negative dimension")
     if prod(arg) != prod(shape):
         raise _fail(u, f"cannot reshape {shape} ({prod(shape)} elements) to {arg} ({prod(arg)} elements)")
     return tuple(arg)
@@ -514,16 +513,16 @@ def _permute_shape(u: UOp, shape: Shape, arg: Any) -> Shape:
 
 def _expand_shape(u: UOp, shape: Shape, arg: Any) -> Shape:
     _int_tuple(u, arg, "a tuple of ints (the new shape)")
-    if len(arg) != len(shape) or any(s not in (n, 1) or n < 1 for s, n in zip(shape, arg, strict=True)):
+    if len(arg) != len(shape) or any(s not in (n, 1) or n < 0 for s, n in zip(shape, arg, strict=True)):
         rank = len(shape)
-        raise _fail(u, f"cannot expand {shape} to {arg}: only axes of size 1 grow (to >= 1), and the rank stays {rank}")
+        raise _fail(u, f"cannot expand {shape} to {arg}: only axes of size 1 grow (or go to 0); the rank stays {rank}")
     return tuple(arg)
 
 
 def _shrink_shape(u: UOp, shape: Shape, arg: Any) -> Shape:
     _int_tuple(u, arg, "a tuple of (begin, end) pairs", depth=2)
-    if len(arg) != len(shape) or any(not 0 <= b < e <= s for (b, e), s in zip(arg, shape, strict=True)):
-        raise _fail(u, f"bounds {arg} do not fit {shape}: each axis needs 0 <= begin < end <= size")
+    if len(arg) != len(shape) or any(not 0 <= b <= e <= s for (b, e), s in zip(arg, shape, strict=True)):
+        raise _fail(u, f"bounds {arg} do not fit {shape}: each axis needs 0 <= begin <= end <= size")
     return tuple(e - b for b, e in arg)
 
 
@@ -584,8 +583,8 @@ def _check_stack(u: UOp) -> Shape:
 
 def _check_buffer(u: UOp) -> Shape:
     a = u.arg
-    if not (isinstance(a, BufferArg) and _is_int(a.slot) and _is_int(a.size) and a.slot >= 0 and a.size >= 1):
-        raise _fail(u, f"arg must be BufferArg(slot >= 0, size >= 1), got {u.arg!r}")
+    if not (isinstance(a, BufferArg) and _is_int(a.slot) and _is_int(a.size) and a.slot >= 0 and a.size >= 0):
+        raise _fail(u, f"arg must be BufferArg(slot >= 0, size >= 0), got {u.arg!r}")
     if u.op is Ops.BUFFER:
         _scalar_dtype(u)
         return (u.arg.size,)

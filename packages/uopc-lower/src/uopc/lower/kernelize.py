@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import functools
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from uopc.ir import BufferArg, Ops, UOp, sink, substitute, toposort
+from uopc.ir import BufferArg, ConstValue, DType, Ops, UOp, round_to, sink, substitute, toposort
 from uopc.lower.opt import Opts, choose_opts
 from uopc.lower.rangeify import rangeify
 from uopc.lower.stages import BufferSpec, Kernel, Plan, Step
@@ -35,7 +35,7 @@ def normalize(roots: Sequence[UOp], computed: Mapping[UOp, UOp] | None = None) -
     value) is read from that buffer instead of being walked and computed again.
     """
     done = computed or {}
-    graph = sink(*roots)
+    graph = _read_nothing_empty(sink(*roots))
     inputs: list[UOp] = []
     new: dict[UOp, UOp] = {}
     # one pass, sources first: each node is rebuilt from rebuilt sources; a computed subgraph is not entered
@@ -51,6 +51,32 @@ def normalize(roots: Sequence[UOp], computed: Mapping[UOp, UOp] | None = None) -
             src = tuple(new[s] for s in u.src)
             new[u] = u if src == u.src else u.replace(src=src)
     return new[graph], inputs
+
+
+def _read_nothing_empty(graph: UOp) -> UOp:
+    """The graph with each node that has elements but reads none (a reduction over an axis of size 0, a pad
+    of an empty tensor) replaced by the constant it is: the reduction's identity, or the padding's 0. Zero-size
+    tensors then never reach a kernel (a result of size 0 is not computed at all)."""
+    if all(u.size for u in graph.toposort() if u.op is not Ops.SINK):
+        return graph
+    new: dict[UOp, UOp] = {}
+    for u in graph.toposort():
+        src = tuple(new[s] for s in u.src)
+        if u.op is not Ops.SINK and u.size and any(s.size == 0 for s in u.src):
+            value = _IDENTITY[u.arg[0]](u.scalar_dtype) if u.op is Ops.REDUCE_AXIS else 0
+            constant = UOp.const(round_to(u.scalar_dtype, value), u.scalar_dtype)
+            new[u] = constant.reshape((1,) * len(u.shape)).expand(u.shape) if u.shape else constant
+        else:
+            new[u] = u if src == u.src else u.replace(src=src)
+    return new[graph]
+
+
+_IDENTITY: dict[Ops, Callable[[DType], ConstValue]] = {
+    Ops.ADD: lambda dt: 0,
+    Ops.MUL: lambda dt: 1,
+    Ops.MAX: lambda dt: dt.min,  # -inf for floats, False for bools
+    Ops.MIN: lambda dt: dt.max,
+}
 
 
 def _through_movement(u: UOp) -> UOp:

@@ -40,7 +40,23 @@ def _reduce_grad(u: UOp, g: UOp) -> tuple[UOp | None, ...]:
         hit = (x.eq(u.expand(x.shape)) | x.ne(x)).cast(x.scalar_dtype)
         count = hit.sum(u.arg[1]).expand(x.shape)
         return (spread * hit / count,)
+    if u.arg[0] is Ops.MUL:
+        return (spread * _others_product(u),)
     raise TensorError(f"no gradient for a REDUCE_AXIS with {u.arg[0].name}")
+
+
+def _others_product(u: UOp) -> UOp:
+    """d prod(x) / d x_i, the product of the other elements, as PyTorch computes it: prod / x_i where no
+    element is 0; where one is, the product of the rest at that element and 0 elsewhere; 0 where several
+    are. (prod / x_i alone would be 0 / 0 at a zero.)"""
+    x, axes = u.src[0], u.arg[1]
+    zero, one = _const(x, 0.0), _const(x, 1.0)
+    is_zero = x.eq(zero)
+    zeros = is_zero.cast(x.scalar_dtype).sum(axes).expand(x.shape)
+    rest = is_zero.where(one, x).reduce(Ops.MUL, axes).expand(x.shape)
+    at_zero = zeros.eq(one).where(rest, zero)
+    elsewhere = zeros.eq(zero).where(u.expand(x.shape) / is_zero.where(one, x), zero)
+    return is_zero.where(at_zero, elsewhere)
 
 
 def _extreme_grad(u: UOp, g: UOp) -> tuple[UOp | None, ...]:
@@ -70,6 +86,7 @@ GRADIENT_RULES: dict[Ops, GradRule] = {
     Ops.SUB: lambda u, g: (g, -g),
     Ops.MUL: lambda u, g: (g * u.src[1], g * u.src[0]),
     Ops.DIV: lambda u, g: (g / u.src[1], -g * u / u.src[1]),
+    Ops.MOD: lambda u, g: (g, -g * (u.src[0] // u.src[1])),  # a % b = a - b * (a // b), as PyTorch's remainder
     Ops.NEG: lambda u, g: (-g,),
     Ops.EXP: lambda u, g: (g * u,),
     Ops.LOG: lambda u, g: (g / u.src[0],),

@@ -8,7 +8,7 @@ nested modules, and in lists and dicts of them. `state_dict()` names each parame
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -178,4 +178,306 @@ class Dropout(Module):
         return keep.where(x / (1.0 - self.p), 0.0)
 
 
-__all__ = ["CheckpointError", "Dropout", "Embedding", "LayerNorm", "Linear", "Module", "load", "save"]
+class ModuleList(Module):
+    """A list of modules whose parameters are named by position: "1.bias" inside it, "layers.1.bias" for a
+    ModuleList in the attribute `layers`, as in PyTorch. (A plain list attribute works too, and is named the
+    same way; ModuleList is for code written against PyTorch's name.)"""
+
+    def __init__(self, modules: Iterable[Module] = ()) -> None:
+        self._items: list[Module] = []
+        self.extend(modules)
+
+    def append(self, module: Module) -> ModuleList:
+        if not isinstance(module, Module):
+            raise TypeError(f"{type(self).__name__} holds modules, not a {type(module).__name__}")
+        self._items.append(module)
+        return self
+
+    def extend(self, modules: Iterable[Module]) -> ModuleList:
+        for m in modules:
+            self.append(m)
+        return self
+
+    def named_children(self) -> Iterator[tuple[str, Any]]:
+        return ((str(i), m) for i, m in enumerate(self._items))
+
+    def __getitem__(self, i: int) -> Module:
+        return self._items[i]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._items)
+
+
+class Sequential(ModuleList):
+    """Modules applied in order, `Sequential(a, b, c)(x) = c(b(a(x)))`; parameters are named by position
+    ("0.weight", "2.bias"), as in PyTorch."""
+
+    def __init__(self, *modules: Module) -> None:
+        super().__init__(modules)
+
+    def forward(self, x: Tensor) -> Tensor:
+        for m in self._items:
+            x = m(x)
+        return x
+
+
+class ReLU(Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return x.relu()
+
+
+class ReLU6(Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return x.relu6()
+
+
+class GELU(Module):
+    """GELU, exact by default; approximate="tanh" for the tanh form, as in PyTorch."""
+
+    def __init__(self, approximate: str = "none") -> None:
+        self.approximate = approximate
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.gelu(self.approximate)
+
+
+class SiLU(Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return x.silu()
+
+
+class Tanh(Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return x.tanh()
+
+
+class Sigmoid(Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return x.sigmoid()
+
+
+class LeakyReLU(Module):
+    def __init__(self, negative_slope: float = 0.01) -> None:
+        self.negative_slope = negative_slope
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.leaky_relu(self.negative_slope)
+
+
+class ELU(Module):
+    def __init__(self, alpha: float = 1.0) -> None:
+        self.alpha = alpha
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.elu(self.alpha)
+
+
+class Softplus(Module):
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
+        self.beta, self.threshold = beta, threshold
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.softplus(self.beta, self.threshold)
+
+
+class Hardswish(Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return x.hardswish()
+
+
+class Softmax(Module):
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.softmax(self.dim)
+
+
+class Identity(Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return x
+
+
+class Flatten(Module):
+    """Axes start_dim..end_dim merged into one; by default all but the batch axis, as in PyTorch."""
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.flatten(self.start_dim, self.end_dim)
+
+
+class Conv2d(Module):
+    """2-D convolution with weight (out, in / groups, kH, kW) and bias drawn from U(-1/sqrt(fan_in),
+    1/sqrt(fan_in)), fan_in = in / groups * kH * kW, as PyTorch initializes them."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | tuple[int, int],
+        stride: int | tuple[int, int] = 1,
+        padding: int | tuple[int, int] | str = 0,
+        dilation: int | tuple[int, int] = 1,
+        groups: int = 1,
+        bias: bool = True,
+    ) -> None:
+        kh, kw = (kernel_size, kernel_size) if isinstance(kernel_size, int) else kernel_size
+        if in_channels % groups or out_channels % groups:
+            raise TensorError(f"Conv2d: channels {in_channels} -> {out_channels} are not multiples of groups={groups}")
+        self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
+        bound = 1.0 / math.sqrt(in_channels // groups * kh * kw)
+        self.weight = _uniform((out_channels, in_channels // groups, kh, kw), bound)
+        self.bias = _uniform((out_channels,), bound) if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.conv2d(self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+class MaxPool2d(Module):
+    def __init__(
+        self,
+        kernel_size: int | tuple[int, int],
+        stride: int | tuple[int, int] | None = None,
+        padding: int | tuple[int, int] = 0,
+        dilation: int | tuple[int, int] = 1,
+    ) -> None:
+        self.kernel_size, self.stride, self.padding, self.dilation = kernel_size, stride, padding, dilation
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.max_pool2d(self.kernel_size, self.stride, self.padding, self.dilation)
+
+
+class AvgPool2d(Module):
+    def __init__(
+        self,
+        kernel_size: int | tuple[int, int],
+        stride: int | tuple[int, int] | None = None,
+        padding: int | tuple[int, int] = 0,
+        count_include_pad: bool = True,
+    ) -> None:
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.count_include_pad = count_include_pad
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.avg_pool2d(self.kernel_size, self.stride, self.padding, self.count_include_pad)
+
+
+class MultiHeadAttention(Module):
+    """Multi-head attention with the parameters of PyTorch's nn.MultiheadAttention, by the same names, so
+    its checkpoints load: in_proj_weight (3E, E) holds the query, key and value projections, in_proj_bias
+    (3E), and out_proj (a Linear). Inputs are (L, N, E) unless batch_first, as in PyTorch; forward returns
+    (output, weights), the weights averaged over heads unless average_attn_weights is False, or None
+    unless need_weights.
+
+    attn_mask is PyTorch's: a bool mask is True where a query may NOT see a key (the opposite of
+    scaled_dot_product_attention's), a float one is added to the scores; (L, S) or (N * heads, L, S).
+    is_causal without a mask builds the causal one (PyTorch requires the mask itself)."""
+
+    def __init__(self, embed_dim: int, num_heads: int, bias: bool = True, batch_first: bool = False) -> None:
+        if embed_dim % num_heads:
+            raise TensorError(f"MultiHeadAttention: embed_dim {embed_dim} is not a multiple of num_heads {num_heads}")
+        self.embed_dim, self.num_heads, self.batch_first = embed_dim, num_heads, batch_first
+        self.in_proj_weight = _uniform((3 * embed_dim, embed_dim), math.sqrt(6.0 / (4 * embed_dim)))  # Xavier
+        self.in_proj_bias = Tensor.zeros(3 * embed_dim, requires_grad=True) if bias else None
+        self.out_proj = Linear(embed_dim, embed_dim, bias=bias)
+        if self.out_proj.bias is not None:
+            self.out_proj.bias = Tensor.zeros(embed_dim, requires_grad=True)
+
+    # a pair, where Module's methods return a tensor: PyTorch's signature wins over the base class's
+    def __call__(  # type: ignore[override]
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        attn_mask: Tensor | None = None,
+        need_weights: bool = True,
+        average_attn_weights: bool = True,
+        is_causal: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        return self.forward(query, key, value, attn_mask, need_weights, average_attn_weights, is_causal)
+
+    def forward(  # type: ignore[override]
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        attn_mask: Tensor | None = None,
+        need_weights: bool = True,
+        average_attn_weights: bool = True,
+        is_causal: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        if not self.batch_first:
+            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+        (n, length, e), keys = query.shape, key.shape[1]
+        if e != self.embed_dim:
+            raise TensorError(f"MultiHeadAttention({self.embed_dim}): inputs of width {e}")
+        q, k, v = (self._project(t, i) for i, t in enumerate((query, key, value)))
+        scores = q @ k.transpose(-2, -1) * (1.0 / math.sqrt(e // self.num_heads))
+        if attn_mask is None and is_causal:
+            attn_mask = Tensor.ones(length, keys, dtype="bool").triu(1)
+        if attn_mask is not None:
+            mask = attn_mask.reshape(n, self.num_heads, length, keys) if attn_mask.ndim == 3 else attn_mask
+            scores = mask.where(-math.inf, scores) if mask.dtype.is_bool else scores + mask
+        weights = scores.softmax(-1)
+        out = self.out_proj((weights @ v).transpose(1, 2).reshape(n, length, e))
+        out = out if self.batch_first else out.transpose(0, 1)
+        if not need_weights:
+            return out, None
+        return out, weights.mean(1) if average_attn_weights else weights
+
+    def _project(self, x: Tensor, which: int) -> Tensor:
+        """The query (0), key (1) or value (2) projection of x (N, L, E), split into heads (N, H, L, E / H)."""
+        e = self.embed_dim
+        w = self.in_proj_weight.shrink([(which * e, (which + 1) * e), None])
+        y = x @ w.T
+        if self.in_proj_bias is not None:
+            y = y + self.in_proj_bias.shrink([(which * e, (which + 1) * e)])
+        return y.reshape(*x.shape[:2], self.num_heads, e // self.num_heads).transpose(1, 2)
+
+
+class CausalSelfAttention(Module):
+    """Self-attention in which position i sees positions 0..i, on batch-first inputs (N, L, E): the block of
+    a GPT. Its parameters are those of its `attn`, a MultiHeadAttention."""
+
+    def __init__(self, embed_dim: int, num_heads: int, bias: bool = True) -> None:
+        self.attn = MultiHeadAttention(embed_dim, num_heads, bias=bias, batch_first=True)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.attn(x, x, x, need_weights=False, is_causal=True)[0]
+
+
+__all__ = [
+    "ELU",
+    "GELU",
+    "AvgPool2d",
+    "CausalSelfAttention",
+    "CheckpointError",
+    "Conv2d",
+    "Dropout",
+    "Embedding",
+    "Flatten",
+    "Hardswish",
+    "Identity",
+    "LayerNorm",
+    "LeakyReLU",
+    "Linear",
+    "MaxPool2d",
+    "Module",
+    "ModuleList",
+    "MultiHeadAttention",
+    "ReLU",
+    "ReLU6",
+    "Sequential",
+    "SiLU",
+    "Sigmoid",
+    "Softmax",
+    "Softplus",
+    "Tanh",
+    "load",
+    "save",
+]

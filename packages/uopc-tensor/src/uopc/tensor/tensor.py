@@ -14,7 +14,7 @@ import math
 import operator
 import os
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, ClassVar, TypeAlias, TypeGuard, cast
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypeGuard, cast
 
 import numpy as np
 
@@ -113,7 +113,35 @@ def _operator(method: Callable[[Tensor, Any], Tensor]) -> Callable[[Tensor, Any]
     return checked
 
 
-class Tensor(OpMixin["Scalar | np.generic[Any]"]):
+class _CastMethods:
+    """The casts PyTorch users type as methods: t.int(), t.long(), t.half(), t.double(), t.bool().
+
+    A base class of Tensor, not part of its body: a method named `int` or `bool` in the class body would be
+    what the annotations there (`keepdim: bool`) name."""
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:
+
+        def cast(self, dtype: DTypeLike) -> Tensor: ...
+
+    def int(self) -> Tensor:
+        return self.cast(dtypes.int32)
+
+    def long(self) -> Tensor:
+        return self.cast(dtypes.int64)
+
+    def half(self) -> Tensor:
+        return self.cast(dtypes.float16)
+
+    def double(self) -> Tensor:
+        return self.cast(dtypes.float64)
+
+    def bool(self) -> Tensor:
+        return self.cast(dtypes.bool)
+
+
+class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
     """A lazy n-dimensional array. Build one from a numpy array, a nested list or a Python scalar."""
 
     __slots__ = ("__weakref__", "device", "grad", "requires_grad", "uop")
@@ -244,7 +272,10 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
         todo = [t for t in (self, *others) if not is_realized(t.uop) and t.uop not in realizer.computed]
         for device in {t.device for t in todo}:
             group = [t for t in todo if t.device == device]
-            for t, buf in zip(group, realize([t.uop for t in group], device), strict=True):
+            full = [t for t in group if t.numel()]
+            bufs = dict(zip(map(id, full), realize([t.uop for t in full], device), strict=True)) if full else {}
+            for t in group:
+                buf = bufs[id(t)] if t.numel() else _empty_buffer(t.dtype, device)  # empty: nothing to compute
                 value = buf if t.shape == buf.shape else buf.reshape(t.shape)
                 if t.requires_grad:  # keep the graph, so that backward() still reaches the leaves through it
                     realizer.computed[t.uop] = value
@@ -430,7 +461,8 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
         """The one hook of the operator layer (uopc.ir's OpMixin gives +, -, <, maximum, exp, ... through it).
 
         A numpy scalar counts as the Python number it holds (np.float32(2) * t is 2.0 * t, as in PyTorch), true
-        division of integers gives floats, and a power of integers stays integer."""
+        division of integers gives floats, a power of integers stays integer, and floor division carries no
+        gradient (piecewise constant, as floor; PyTorch defines none)."""
         if not operands:
             return self._unary(op)
         (x,) = operands
@@ -438,7 +470,8 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
         if op is Ops.POW:
             return self._power(x, reverse)
         base = self._float_pair(x) if op is Ops.DIV else self
-        return base._binary(op, x, "gt" if op is Ops.CMPLT and reverse else _OP_NAMES[op], reverse)
+        out = base._binary(op, x, "gt" if op is Ops.CMPLT and reverse else _OP_NAMES[op], reverse)
+        return out.detach() if op is Ops.IDIV and out.dtype.is_float else out
 
     def _is_operand(self, x: object) -> bool:
         return _is_operand(x)
@@ -660,13 +693,19 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
         """max(x, 0) with NaN kept and gradient 0 at 0, as in PyTorch."""
         return (self <= 0).where(0.0 if self.dtype.is_float else 0, self)
 
-    def gelu(self) -> Tensor:
-        """GELU with the tanh approximation (PyTorch's approximate='tanh').
+    def gelu(self, approximate: str = "none") -> Tensor:
+        """GELU, x P(X <= x) for a standard normal X: exact ("none", through erf, PyTorch's default) or with
+        PyTorch's tanh approximation ("tanh").
 
-        0.5 x (1 + tanh z) is written x sigmoid(2z), which does not cancel for negative x. z comes from x
-        clamped to [-30, 30]: beyond it sigmoid(2z) is exactly 0 or 1 even in float64, and the clamp keeps
-        x^3 and its derivative finite."""
+        The exact form is x erfc(-x / sqrt 2) / 2, which does not cancel for negative x as 1 + erf would. The
+        tanh form 0.5 x (1 + tanh z) is written x sigmoid(2z), for the same reason; z comes from x clamped to
+        [-30, 30], beyond which sigmoid(2z) is exactly 0 or 1 even in float64, and the clamp keeps x^3 and
+        its derivative finite."""
         x, out = self._float_math()
+        if approximate == "none":
+            return (x * 0.5 * _erfc(x * -math.sqrt(0.5))).cast(out)
+        if approximate != "tanh":
+            raise TensorError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
         xc = x.maximum(-30.0).minimum(30.0)
         z = math.sqrt(2.0 / math.pi) * (xc + 0.044715 * xc * xc * xc)
         return (x * (2.0 * z).sigmoid()).cast(out)
@@ -678,9 +717,11 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
     # ---- reductions ----
     def _reduce(self, op: Ops, axis: AxisArg, keepdim: bool, name: str) -> Tensor:
         axes = _axes(axis, self.shape, name)
-        x = self.cast(_sum_dtype(self.dtype)) if op is Ops.ADD else self
+        x = self.cast(_sum_dtype(self.dtype)) if op in (Ops.ADD, Ops.MUL) else self
         if not axes:
             return x
+        if name in ("max", "min", "argmax", "argmin") and any(self.shape[a] == 0 for a in axes):
+            raise TensorError(f"{name}: an axis of size 0 in {self.shape} has no {name}, as in numpy and PyTorch")
         out = x._derive(x.uop.reduce(op, axes), x)
         return out if keepdim else out.reshape(self._reduced_shape(axes))
 
@@ -749,21 +790,28 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
         return (n - first).detach()
 
     def logsumexp(self, axis: AxisArg = -1, keepdim: bool = False) -> Tensor:
-        m = self.max(axis, keepdim=True).detach()
-        if self.dtype.is_float:  # an infinite max would give inf - inf = NaN: shift by 0 instead, as PyTorch
-            m = (m.abs() == math.inf).where(0.0, m)  # does; the sum is then 0 or inf, its log -inf or inf
+        m = self._shift(axis)
+        if self.dtype.is_float:  # an infinite max would give inf - inf = NaN: shift by the largest finite value
+            # instead (0 if none), so that exp overflows for no finite element; the sum is then 0 or inf, its
+            # log -inf or inf, and a finite element's gradient exp(x - shift) / inf is 0, as PyTorch's
+            finite = self.isinf().where(-math.inf, self)._shift(axis)
+            m = (m.abs() == math.inf).where((finite.abs() == math.inf).where(0.0, finite), m)
         out = (self - m).exp().sum(axis, keepdim=True).log() + m
         return out if keepdim else out.reshape(self._reduced_shape(_axes(axis, self.shape, "logsumexp")))
 
+    def _shift(self, axis: AxisArg) -> Tensor:
+        """The maximum that keeps exp from overflowing; over an axis of size 0, -inf (no element to shift)."""
+        return self._reduce(Ops.MAX, axis, True, "shift").detach()
+
     def softmax(self, axis: int = -1) -> Tensor:
-        e = (self - self.max(axis, keepdim=True).detach()).exp()
+        e = (self - self._shift(axis)).exp()
         return e / e.sum(axis, keepdim=True)
 
     def log_softmax(self, axis: int = -1) -> Tensor:
         """(x - max) - log(sum(exp(x - max))), shifted by the maximum as softmax is (not by logsumexp's, which is 0
         for an infinite maximum), so it is NaN exactly where softmax is, as in PyTorch; x - logsumexp(x) would
         cancel at large |x|, losing the log."""
-        shifted = self - self.max(axis, keepdim=True).detach()
+        shifted = self - self._shift(axis)
         return shifted - shifted.exp().sum(axis, keepdim=True).log()
 
     def one_hot(self, num_classes: int) -> Tensor:
@@ -773,28 +821,13 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
         if not _is_index(num_classes) or num_classes < 1:
             raise TensorError(f"one_hot: num_classes must be a positive integer, got {num_classes!r}")
         labels = self.realize().numpy()  # labels are data: a bad one would silently be an all-zero row
-        if labels.min() < 0 or labels.max() >= num_classes:
+        if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
             raise TensorError(
                 f"one_hot({num_classes}): indices must lie in [0, {num_classes}), "
                 f"got values from {labels.min()} to {labels.max()}"
             )
         classes = Tensor.arange(num_classes, device=self.device)
         return (self.unsqueeze(-1) == classes).cast(dtypes.int32)
-
-    def cross_entropy(self, labels: Tensor) -> Tensor:
-        """Mean cross-entropy of these logits (..., classes) against integer class labels (...)."""
-        if not isinstance(labels, Tensor):
-            raise TensorError(f"cross_entropy: labels must be a tensor, got a {type(labels).__name__}")
-        if not labels.dtype.is_int:
-            raise TensorError(f"cross_entropy: labels must be integer class indices, got {labels.dtype.name}")
-        if labels.shape != self.shape[:-1]:
-            raise TensorError(
-                f"cross_entropy: logits {self.shape} need labels of shape {self.shape[:-1]}, got {labels.shape}"
-            )
-        # select, not multiply by the one-hot: a class masked out by a -inf logit has log-probability -inf,
-        # and -inf * 0 is NaN
-        picked = labels.one_hot(self.shape[-1]).cast(dtypes.bool).where(self.log_softmax(-1), 0.0)
-        return -picked.sum(-1).mean()
 
     # ---- movement ----
     def _broadcast_to(self, shape: tuple[int, ...]) -> Tensor:
@@ -812,7 +845,7 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
             if known == 0 or self.numel() % known:
                 raise TensorError(f"reshape: cannot infer -1 reshaping {self.shape} to {new}")
             new = tuple(self.numel() // known if s == -1 else s for s in new)
-        if prod(new) != self.numel() or any(s < 1 for s in new):
+        if prod(new) != self.numel() or any(s < 0 for s in new):
             raise TensorError(f"reshape: cannot reshape {self.shape} ({self.numel()} elements) to {new}")
         return self if new == self.shape else self._derive(self.uop.reshape(new), self)
 
@@ -837,8 +870,8 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
         lead = len(new) - self.ndim
         if lead < 0:
             raise TensorError(f"expand: cannot expand {self.shape} to fewer dimensions {new}")
-        if any(s == -1 for s in new[:lead]) or any(s < 1 and s != -1 for s in new):
-            raise TensorError(f"expand: sizes {new} must be >= 1, or -1 to keep an existing axis of {self.shape}")
+        if any(s == -1 for s in new[:lead]) or any(s < 0 and s != -1 for s in new):
+            raise TensorError(f"expand: sizes {new} must be >= 0, or -1 to keep an existing axis of {self.shape}")
         full = tuple(self.shape[i - lead] if s == -1 else s for i, s in enumerate(new))
         x = self.reshape((1,) * lead + self.shape) if lead else self
         if any(s not in (n, 1) for s, n in zip(x.shape, full, strict=True)):
@@ -850,7 +883,7 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
         if len(bounds) != self.ndim:
             raise TensorError(f"shrink: {len(bounds)} bounds for a tensor with {self.ndim} dimensions")
         arg = _int_pairs("shrink", [(0, s) if b is None else b for b, s in zip(bounds, self.shape, strict=True)])
-        if any(not 0 <= b < e <= s for (b, e), s in zip(arg, self.shape, strict=True)):
+        if any(not 0 <= b <= e <= s for (b, e), s in zip(arg, self.shape, strict=True)):
             raise TensorError(f"shrink: bounds {arg} do not fit {self.shape}")
         return self._derive(self.uop.shrink(arg), self)
 
@@ -860,8 +893,8 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
             raise TensorError(f"pad: {len(padding)} (before, after) pairs for a tensor with {self.ndim} dimensions")
         padding = _int_pairs("pad", padding)
         cut = [(max(0, -b), s - max(0, -a)) for (b, a), s in zip(padding, self.shape, strict=True)]
-        if any(b >= e for b, e in cut):
-            raise TensorError(f"pad: widths {list(padding)} remove every element of {self.shape}")
+        if any(b > e for b, e in cut):
+            raise TensorError(f"pad: widths {list(padding)} remove more than every element of {self.shape}")
         x = self.shrink(cut) if any(b or e != s for (b, e), s in zip(cut, self.shape, strict=True)) else self
         grow = [(max(0, b), max(0, a)) for b, a in padding]
         if all(b == a == 0 for b, a in grow):
@@ -964,6 +997,551 @@ class Tensor(OpMixin["Scalar | np.generic[Any]"]):
     def dot(self, w: Tensor) -> Tensor:
         return self.matmul(w)
 
+    # ---- torch.add and torch.sub scale x by alpha (the other method names come with the operators) ----
+    def add(self, x: Operand, alpha: Scalar = 1) -> Tensor:
+        """self + alpha * x, as torch.add."""
+        return self + (x if alpha == 1 else _scaled(x, alpha, "add"))
+
+    def sub(self, x: Operand, alpha: Scalar = 1) -> Tensor:
+        """self - alpha * x, as torch.sub."""
+        return self - (x if alpha == 1 else _scaled(x, alpha, "sub"))
+
+    # ---- more elementwise functions ----
+    def clip(self, min: Operand | None = None, max: Operand | None = None) -> Tensor:
+        """Values below `min` become `min` and values above `max` become `max`, as torch.clamp: NaN stays NaN,
+        a NaN bound makes NaN, and where min > max everything is max. The gradient is PyTorch's too: 1 inside
+        [min, max], bounds included, and 0 outside and at NaN."""
+        if min is None and max is None:
+            raise TensorError("clip: give min, max or both")
+        out, inside = self.detach(), None
+        if min is not None:
+            out, inside = _bounded(out, min, out < min), self >= min
+        if max is not None:
+            out, inside = _bounded(out, max, out > max), self <= max if inside is None else inside & (self <= max)
+        assert inside is not None
+        return inside.where(self, out)
+
+    clamp = clip
+
+    def masked_fill(self, mask: Tensor, value: Operand) -> Tensor:
+        """`value` where `mask` (broadcast to this tensor's shape) is true; the value takes this tensor's dtype."""
+        if not _tensor_arg("masked_fill", mask).dtype.is_bool:
+            raise TensorError(f"masked_fill: the mask must be a bool tensor, got {_describe(mask)}")
+        if broadcast_shape("masked_fill", mask.shape, self.shape) != self.shape:
+            raise TensorError(f"masked_fill: a mask of shape {mask.shape} does not broadcast to {self.shape}")
+        if isinstance(value, Tensor):
+            if value.ndim:
+                raise TensorError(f"masked_fill: the value must be a number or a 0-d tensor, got shape {value.shape}")
+            fill = value.cast(self.dtype)
+        else:
+            fill = Tensor.full((), value, self.dtype, device=self.device)
+        return mask.where(fill, self)
+
+    def trunc(self) -> Tensor:
+        """The whole number toward zero."""
+        return self._to_whole(lambda t, x: t)
+
+    def floor(self) -> Tensor:
+        return self._to_whole(lambda t, x: (t > x).where(t - 1.0, t))
+
+    def ceil(self) -> Tensor:
+        return self._to_whole(lambda t, x: (t < x).where(t + 1.0, t))
+
+    def round(self) -> Tensor:
+        """The nearest whole number, halves to the even one (2.5 -> 2, -0.5 -> -0.0), as numpy and PyTorch."""
+
+        def half_to_even(t: Tensor, x: Tensor) -> Tensor:
+            f = (t > x).where(t - 1.0, t)  # floor
+            fraction = x - f  # exact: x and f are less than 1 apart
+            odd = (f.cast(dtypes.int64) & 1) == 1
+            return ((fraction > 0.5) | ((fraction == 0.5) & odd)).where(f + 1.0, f)
+
+        return self._to_whole(half_to_even)
+
+    def _to_whole(self, choose: Callable[[Tensor, Tensor], Tensor]) -> Tensor:
+        """A rounding function, with `choose(t, x)` picking the whole number near x from t = trunc(x).
+
+        A float of magnitude 2^(p-1) or more (p bits of precision) is a whole number already, and so are inf
+        and NaN; the rest are truncated through int64, where they all fit (casting the others would be
+        undefined in C). A zero result keeps the sign of x, as in numpy (-0.5 rounds to -0.0). The result
+        carries no gradient: its derivative is 0 wherever it exists. Integers are returned as they are."""
+        if not self.dtype.is_float:
+            return self
+        x, out = self._float_math()
+        small = x.abs() < 2.0 ** (_PRECISION[x.dtype] - 1)  # false for inf and NaN
+        t = small.where(x, 0.0).cast(dtypes.int64).cast(x.dtype)
+        chosen = choose(t, x)
+        signed = (chosen == 0).where(x * 0.0, chosen)  # x is finite here
+        return small.where(signed, x).cast(out).detach()
+
+    def log2(self) -> Tensor:
+        x, out = self._float_math()
+        return (x.log() * (1.0 / math.log(2.0))).cast(out)
+
+    def exp2(self) -> Tensor:
+        """2^x, through POW, exact at whole x."""
+        x, out = self._float_math()
+        return (2.0**x).cast(out)
+
+    def isinf(self) -> Tensor:
+        if not self.dtype.is_float:
+            return Tensor.full(self.shape, False, dtypes.bool, device=self.device)
+        return (self == math.inf) | (self == -math.inf)
+
+    def isfinite(self) -> Tensor:
+        if not self.dtype.is_float:
+            return Tensor.full(self.shape, True, dtypes.bool, device=self.device)
+        return self.abs() < math.inf  # false for inf and NaN
+
+    def erf(self) -> Tensor:
+        """The error function, 2/sqrt(pi) times the integral of e^(-t^2) from 0 to x: its Taylor series
+        below |x| = 2 and 1 - erfc(|x|), by Laplace's continued fraction, above (see `_erf_parts`)."""
+        x, out = self._float_math()
+        small, series, erfc = _erf_parts(x)
+        return small.where(series, (x < 0).where(erfc - 1.0, 1.0 - erfc)).cast(out)
+
+    def leaky_relu(self, negative_slope: builtins.float = 0.01) -> Tensor:
+        """x above 0, negative_slope * x below (and at 0, where the gradient is negative_slope, as in PyTorch)."""
+        x, out = self._float_math()
+        return (x > 0).where(x, x * negative_slope).cast(out)
+
+    def elu(self, alpha: builtins.float = 1.0) -> Tensor:
+        """x above 0, alpha (e^x - 1) below: e^x - 1 is 2 tanh(x/2) / (1 - tanh(x/2)), which keeps its digits
+        near 0, where e^x - 1 would cancel."""
+        x, out = self._float_math()
+        below = x <= 0  # NaN takes the upper branch, with gradient 1, as in PyTorch
+        half = (below.where(x, 0.0) * 0.5).tanh()  # the lower branch sees no positive x: nothing overflows
+        return below.where(alpha * (2.0 * half / (1.0 - half)), x).cast(out)
+
+    def softplus(self, beta: builtins.float = 1.0, threshold: builtins.float = 20.0) -> Tensor:
+        """log(1 + e^(beta x)) / beta, and x itself where beta x > threshold, as in PyTorch."""
+        x, out = self._float_math()
+        z = x * beta
+        return (z > threshold).where(x, _softplus(z) / beta).cast(out)
+
+    def relu6(self) -> Tensor:
+        """min(max(x, 0), 6), with gradient 0 at both corners, as PyTorch's hardtanh has."""
+        zero, six = (0.0, 6.0) if self.dtype.is_float else (0, 6)
+        return (self <= zero).where(zero, (self >= six).where(six, self))
+
+    def hardswish(self) -> Tensor:
+        """x relu6(x + 3) / 6, written piece by piece so that the gradient at -3 and 3 is PyTorch's."""
+        x, out = self._float_math()
+        xc = x.clip(-3.0, 3.0)  # the middle piece sees no infinity, whose gradient there would be 0 * inf
+        return (x < -3.0).where(x * 0.0, (x <= 3.0).where(xc * (xc + 3.0) / 6.0, x)).cast(out)
+
+    # ---- more reductions ----
+    def prod(self, axis: AxisArg = None, keepdim: bool = False) -> Tensor:
+        """The product; integers multiply in int64 (uint64 if unsigned), as sums do. The gradient is PyTorch's
+        prod / x, with the zeros handled apart (autodiff's rule for a MUL reduction)."""
+        return self._reduce(Ops.MUL, axis, keepdim, "prod")
+
+    def any(self, axis: AxisArg = None, keepdim: bool = False) -> Tensor:
+        """Whether any element is nonzero (NaN is nonzero), as bool."""
+        return (self != 0)._reduce(Ops.MAX, axis, keepdim, "any")
+
+    def all(self, axis: AxisArg = None, keepdim: bool = False) -> Tensor:
+        """Whether every element is nonzero (NaN is nonzero), as bool."""
+        return (self != 0)._reduce(Ops.MIN, axis, keepdim, "all")
+
+    def cumsum(self, axis: int = 0) -> Tensor:
+        """Running sums along `axis`: element i is the sum of elements 0..i, each a masked sum of the whole
+        axis (n^2 additions for an axis of n, all in one kernel). Integers sum in int64, as numpy's do."""
+        if not _axes(axis, self.shape, "cumsum"):  # a 0-d tensor: its own running sum
+            return self._reduce(Ops.ADD, None, False, "cumsum")
+        (a,) = _axes(axis, self.shape, "cumsum")
+        x = self.transpose(a, -1)
+        n = x.shape[-1]
+        upto = Tensor.arange(n, device=self.device)
+        lower = upto.reshape(n, 1) >= upto.reshape(1, n)  # lower[i, j]: term j is part of sum i
+        out = lower.where(x.unsqueeze(-2), 0).sum(-1)
+        return out.transpose(a, -1)
+
+    # ---- selecting by index ----
+    def gather(self, dim: int, index: Tensor) -> Tensor:
+        """`out[i][j] = self[index[i][j]][j]` for dim 0, `self[i][index[i][j]]` for dim 1, and so on, as
+        torch.gather. `index` has as many axes as this tensor and is no longer on any but `dim`.
+
+        There is no gather op: each output element compares its index with 0 .. n-1 (a one-hot row) and sums
+        the one element of its row of `self` that the comparison selects. Indices are checked (computed, if
+        they are lazy): an index out of range would silently select nothing."""
+        (d,) = _axes(dim, self.shape, "gather")
+        if not _tensor_arg("gather", index).dtype.is_int or index.ndim != self.ndim:
+            raise TensorError(f"gather: index must be an integer tensor of {self.ndim} axes, got {_describe(index)}")
+        if any(index.shape[i] > self.shape[i] for i in range(self.ndim) if i != d):
+            raise TensorError(f"gather: index of shape {index.shape} is longer than {self.shape} off dim {d}")
+        n = self.shape[d]
+        _check_indices("gather", index, n, negative=False)
+        rows = self.shrink([None if i == d else (0, index.shape[i]) for i in range(self.ndim)])
+        rows = rows.unsqueeze(-1).transpose(d, -1)  # axis d now has size 1, and a last axis the n candidates
+        hit = index.unsqueeze(-1) == Tensor.arange(n, dtype=index.dtype, device=self.device)  # no cast to make
+        return _pick(rows, hit)
+
+    def scatter(self, dim: int, index: Tensor, src: Tensor | Scalar) -> Tensor:
+        """A copy of this tensor with `self[index[i][j]][j] = src[i][j]` for dim 0 (and so on), as
+        torch.scatter; `src` may be a number. Two writes to one place would make the result depend on their
+        order, so they are refused: add them up with scatter_add instead."""
+        return self._scatter(dim, index, src, "scatter")
+
+    def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
+        """A copy of this tensor with `src[i][j]` added to `self[index[i][j]][j]` for dim 0 (and so on), every
+        write counted, as torch.scatter_add."""
+        return self._scatter(dim, index, src, "scatter_add")
+
+    def _scatter(self, dim: int, index: Tensor, src: Tensor | Scalar, op: str) -> Tensor:
+        """The one-hot comparison of `gather`, summed over the index axis instead of the candidates: each
+        place of the result adds up the elements of `src` aimed at it, and counts them."""
+        (d,) = _axes(dim, self.shape, op)
+        if not _tensor_arg(op, index).dtype.is_int or index.ndim != self.ndim:
+            raise TensorError(f"{op}: index must be an integer tensor of {self.ndim} axes, got {_describe(index)}")
+        values = src if isinstance(src, Tensor) else Tensor.full(index.shape, src, self.dtype, device=self.device)
+        if values.dtype is not self.dtype or values.ndim != self.ndim:
+            raise TensorError(f"{op}: src must be a {self.dtype.name} tensor of {self.ndim} axes, got {_describe(src)}")
+        if any(a > b for a, b in zip(index.shape, values.shape, strict=True)) or any(
+            index.shape[i] > self.shape[i] for i in range(self.ndim) if i != d
+        ):
+            raise TensorError(f"{op}: index {index.shape} is longer than src {values.shape} or self {self.shape}")
+        n = self.shape[d]
+        taken = _check_indices(op, index, n, negative=False)
+        if op == "scatter" and (np.diff(np.sort(taken, axis=d), axis=d) == 0).any():
+            raise TensorError(f"scatter: two elements of index along dim {d} name one place; use scatter_add")
+        values = values.shrink([(0, s) for s in index.shape])
+        hit = index.unsqueeze(-1) == Tensor.arange(n, dtype=index.dtype, device=self.device)  # (*index.shape, n)
+        sums = hit.where(values.unsqueeze(-1), 0).sum(d, keepdim=True).cast(self.dtype)
+        widths = [(0, 0) if i == d else (0, self.shape[i] - index.shape[i]) for i in range(self.ndim)]
+        placed = sums.transpose(d, -1).squeeze(-1).pad(widths)  # the candidate axis becomes axis d
+        if op == "scatter_add":
+            return self + placed
+        aimed = hit.max(d, keepdim=True).transpose(d, -1).squeeze(-1).pad(widths)
+        return aimed.where(placed, self)
+
+    def tril(self, diagonal: int = 0) -> Tensor:
+        """The lower triangle of the last two axes: elements with column - row <= diagonal; zeros above."""
+        return self._triangle(diagonal, "tril")
+
+    def triu(self, diagonal: int = 0) -> Tensor:
+        """The upper triangle of the last two axes: elements with column - row >= diagonal; zeros below."""
+        return self._triangle(diagonal, "triu")
+
+    def _triangle(self, diagonal: int, op: str) -> Tensor:
+        if self.ndim < 2:
+            raise TensorError(f"{op}: needs at least 2 dimensions, got shape {self.shape}")
+        if not _is_index(diagonal):
+            raise TensorError(f"{op}: diagonal must be an integer, got {diagonal!r}")
+        rows, cols = self.shape[-2:]
+        col = Tensor.arange(cols, device=self.device).reshape(1, cols)
+        last = Tensor.arange(diagonal, diagonal + rows, device=self.device).reshape(rows, 1)  # row + diagonal
+        keep = col <= last if op == "tril" else col >= last
+        return keep.where(self, Tensor.full((), 0, self.dtype, device=self.device))
+
+    def sort(self, dim: int = -1, descending: bool = False) -> tuple[Tensor, Tensor]:
+        """(values, indices) along `dim`, in order, as torch.sort(stable=True): equal values keep their
+        order, and NaN counts as larger than every number. Indices are int32.
+
+        Each element's place in the result is the number of elements that go before it (an n x n
+        comparison); the values are then gathered by place, with the one-hot select of `gather`."""
+        (d,) = _axes(dim, self.shape, "sort")
+        if not self.shape:
+            return self, Tensor.full((), 0, dtypes.int32, device=self.device)
+        x = self.transpose(d, -1)
+        n = x.shape[-1]
+        order = Tensor.arange(n, device=self.device)
+        mine, other = x.unsqueeze(-1), x.unsqueeze(-2)  # element i along axis -2, element j along axis -1
+        first = _comes_before(other, mine, descending) | (_same_key(other, mine) & (order < order.reshape(n, 1)))
+        place = first.sum(-1).cast(dtypes.int32)  # how many elements go before element i
+        hit = place.unsqueeze(-2) == order.reshape(n, 1)  # hit[p, i]: element i goes to place p
+        values = _pick(x.unsqueeze(-2), hit)
+        indices = _pick(order.expand(n, n), hit)._broadcast_to(values.shape)
+        return values.transpose(d, -1), indices.transpose(d, -1)
+
+    def topk(self, k: int, dim: int = -1, largest: bool = True) -> tuple[Tensor, Tensor]:
+        """The k largest (or smallest) elements along `dim` and their indices, largest first (smallest
+        first), as torch.topk with sorted=True; NaN counts as the largest."""
+        (d,) = _axes(dim, self.shape, "topk")
+        n = self.shape[d] if self.shape else 1
+        if not _is_index(k) or not 1 <= k <= n:
+            raise TensorError(f"topk: k must be an integer from 1 to {n} for shape {self.shape}, got {k!r}")
+        values, indices = self.sort(dim, descending=largest)
+        if not self.shape:
+            return values, indices
+        keep: list[tuple[int, int] | None] = [None] * self.ndim
+        keep[d] = (0, k)
+        return values.shrink(keep), indices.shrink(keep)
+
+    def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
+        """Category indices (int32) drawn with probabilities proportional to this tensor's rows (1-D or 2-D),
+        with uniform numbers from the generator that Tensor.manual_seed seeds.
+
+        With replacement, each draw is the first category whose running sum passes a uniform number times
+        the total. Without, each category's key is an exponential draw divided by its weight, and the
+        num_samples smallest keys win: the same distribution as drawing one at a time and removing it."""
+        if self.ndim not in (1, 2) or not self.dtype.is_float:
+            raise TensorError(f"multinomial: needs a 1-D or 2-D float tensor of weights, got {_describe(self)}")
+        weights = self.numpy().reshape(-1, self.shape[-1])  # checked now: a bad weight would bias every draw
+        if not np.isfinite(weights).all() or (weights < 0).any() or (weights.sum(-1) <= 0).any():
+            raise TensorError("multinomial: weights must be finite, >= 0, and not all 0 in a row")
+        if not _is_index(num_samples) or num_samples < 1:
+            raise TensorError(f"multinomial: num_samples must be a positive integer, got {num_samples!r}")
+        if not replacement and num_samples > (weights > 0).sum(-1).min():
+            raise TensorError(f"multinomial: {num_samples} samples without replacement, but a row has fewer categories")
+        p = Tensor(weights, dtype=dtypes.float64, device=self.device)
+        if replacement:
+            u = Tensor.rand(p.shape[0], num_samples, dtype=dtypes.float64, device=self.device)
+            running = p.cumsum(-1)
+            running = running / running[:, -1:]  # ends at exactly 1, above every uniform draw
+            drawn = (u.unsqueeze(-1) >= running.unsqueeze(-2)).sum(-1)
+        else:
+            exponential = -(1.0 - Tensor.rand(*p.shape, dtype=dtypes.float64, device=self.device)).log()
+            drawn = (exponential / p).topk(num_samples, -1, largest=False)[1]
+        return drawn.cast(dtypes.int32).reshape(*self.shape[:-1], num_samples)
+
+    # ---- splitting and regrouping axes ----
+    def split(self, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+        """Pieces along `dim`: of split_size_or_sections elements each (the last one shorter if need be), or
+        of the listed sizes, which must add up to the axis; as torch.split."""
+        (d,) = _axes(dim, self.shape, "split")
+        if not self.shape:
+            raise TensorError("split: a 0-d tensor has no axis to split")
+        n = self.shape[d]
+        if _is_index(split_size_or_sections):
+            size = operator.index(split_size_or_sections)
+            if size < 1:
+                raise TensorError(f"split: the size of a piece must be >= 1, got {size}")
+            sizes = [size] * (n // size) + ([n % size] if n % size else [])
+        else:
+            sizes = list(_shape_args([split_size_or_sections]))
+            if sum(sizes) != n or any(s < 1 for s in sizes):
+                raise TensorError(f"split: sizes {sizes} must be >= 1 and add up to {n}, the length of dim {d}")
+        starts = [sum(sizes[:i]) for i in range(len(sizes))]
+        return tuple(
+            self.shrink([(b, b + s) if i == d else None for i in range(self.ndim)])
+            for b, s in zip(starts, sizes, strict=True)
+        )
+
+    def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+        """At most `chunks` pieces of equal length along `dim` (the last one shorter), as torch.chunk."""
+        if not _is_index(chunks) or chunks < 1:
+            raise TensorError(f"chunk: chunks must be a positive integer, got {chunks!r}")
+        (d,) = _axes(dim, self.shape, "chunk")
+        n = self.shape[d] if self.shape else 1
+        return self.split(-(-n // chunks), d)
+
+    def view(self, *shape: int | Sequence[int]) -> Tensor:
+        """The same elements in another shape: a reshape (a uopc tensor is never strided, so every reshape is
+        a view). PyTorch's view(dtype), a reinterpretation of the bits, is not supported."""
+        if any(isinstance(s, (DType, np.dtype, type)) for s in shape):
+            raise TensorError("view: reinterpreting the bits as another dtype is not supported; use cast()")
+        return self.reshape(*shape)
+
+    def repeat(self, *repeats: int | Sequence[int]) -> Tensor:
+        """The tensor tiled repeats[i] times along axis i, as torch.repeat (numpy's tile); more repeats than
+        axes add leading axes. An expand of new axes, then a reshape that merges each with its axis."""
+        reps = _shape_args(repeats)
+        if len(reps) < self.ndim or any(r < 1 for r in reps):
+            raise TensorError(f"repeat: needs a count >= 1 for each of the {self.ndim} axes of {self.shape}: {reps}")
+        x = self.reshape((1,) * (len(reps) - self.ndim) + self.shape)
+        paired = x.reshape(tuple(v for s in x.shape for v in (1, s)))
+        tiled = paired.expand(tuple(v for r, s in zip(reps, x.shape, strict=True) for v in (r, s)))
+        return tiled.reshape(tuple(r * s for r, s in zip(reps, x.shape, strict=True)))
+
+    def unflatten(self, dim: int, sizes: Sequence[int]) -> Tensor:
+        """Axis `dim` split into axes of `sizes` (one may be -1), the inverse of flatten."""
+        (d,) = _axes(dim, self.shape, "unflatten")
+        if not self.shape:
+            raise TensorError("unflatten: a 0-d tensor has no axis to split")
+        new = _shape_args([sizes])
+        known = prod(s for s in new if s != -1)
+        if new.count(-1) > 1 or known < 1 or (self.shape[d] % known if -1 in new else known != self.shape[d]):
+            raise TensorError(f"unflatten: sizes {new} do not split dim {d} of {self.shape}")
+        whole = tuple(self.shape[d] // known if s == -1 else s for s in new)
+        return self.reshape((*self.shape[:d], *whole, *self.shape[d + 1 :]))
+
+    # ---- losses ----
+    def nll_loss(self, target: Tensor, reduction: str = "mean", ignore_index: int = -100) -> Tensor:
+        """The negative log-likelihood of class indices `target` (...) under these log-probabilities
+        (..., classes), classes on the last axis; targets equal to ignore_index count for nothing."""
+        picked, kept = self._log_likelihood(target, ignore_index, "nll_loss")
+        return _reduced(-picked, reduction, kept, "nll_loss")
+
+    def _log_likelihood(self, target: Tensor, ignore_index: int, op: str) -> tuple[Tensor, Tensor]:
+        """Each target's entry of the last axis (0 where ignored), and where the targets are not ignored."""
+        if not _tensor_arg(op, target).dtype.is_int:
+            raise TensorError(f"{op}: targets must be an integer tensor of class indices, got {_describe(target)}")
+        if self.ndim == 0 or target.shape != self.shape[:-1]:
+            raise TensorError(
+                f"{op}: input {self.shape} (classes on the last axis) needs targets of shape {self.shape[:-1]}, "
+                f"got {target.shape}"
+            )
+        values = target.numpy()  # targets are data, checked now: from numpy they are a buffer, read with no kernel
+        _check_index_values(op, values[values != ignore_index], self.shape[-1], negative=False)
+        kept = target != ignore_index
+        labels = kept.where(target, 0)
+        hit = labels.unsqueeze(-1) == Tensor.arange(self.shape[-1], dtype=labels.dtype, device=self.device)
+        # a select, not a product with the one-hot: a class masked out by a -inf logit has log-probability
+        # -inf, and -inf * 0 is NaN
+        return kept.where(_pick(self, hit), 0.0), kept
+
+    def cross_entropy(
+        self,
+        target: Tensor,
+        reduction: str = "mean",
+        label_smoothing: builtins.float = 0.0,
+        ignore_index: int = -100,
+    ) -> Tensor:
+        """Cross-entropy of these logits (..., classes), classes on the LAST axis (PyTorch's are on axis 1 for
+        3 or more axes), against class indices (...) or class probabilities (..., classes), as
+        torch.nn.functional.cross_entropy: label_smoothing mixes the targets with a uniform distribution,
+        targets equal to ignore_index count for nothing (also in the mean's denominator)."""
+        if not 0.0 <= label_smoothing <= 1.0:
+            raise TensorError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+        logp = self.log_softmax(-1)
+        if _tensor_arg("cross_entropy", target).dtype.is_float:
+            if target.shape != self.shape:
+                raise TensorError(f"cross_entropy: probabilities {target.shape} and logits {self.shape} differ")
+            smoothed = target * (1.0 - label_smoothing) + label_smoothing / self.shape[-1]
+            return _reduced(-(smoothed * logp).sum(-1), reduction, None, "cross_entropy")
+        picked, kept = logp._log_likelihood(target, ignore_index, "cross_entropy")
+        loss = -picked
+        if label_smoothing:
+            uniform = kept.where(-logp.mean(-1), 0.0)
+            loss = loss * (1.0 - label_smoothing) + uniform * label_smoothing
+        return _reduced(loss, reduction, kept, "cross_entropy")
+
+    def binary_cross_entropy(self, target: Tensor, reduction: str = "mean") -> Tensor:
+        """-(y log p + (1 - y) log(1 - p)) for probabilities p (this tensor) and targets y in [0, 1], each log
+        clamped at -100 as PyTorch does, so that p = 0 or 1 gives a finite loss."""
+        y = self._loss_target(target, "binary_cross_entropy")
+        log_p, log_q = self.log().maximum(-100.0), (1.0 - self).log().maximum(-100.0)
+        return _reduced(-(y * log_p + (1.0 - y) * log_q), reduction, None, "binary_cross_entropy")
+
+    def binary_cross_entropy_with_logits(self, target: Tensor, reduction: str = "mean") -> Tensor:
+        """binary_cross_entropy of sigmoid(x), computed from x as softplus(x) - x y: finite for any logit."""
+        y = self._loss_target(target, "binary_cross_entropy_with_logits")
+        x, out = self._float_math()
+        return _reduced((_softplus(x) - x * y).cast(out), reduction, None, "binary_cross_entropy_with_logits")
+
+    def _loss_target(self, target: Tensor, op: str) -> Tensor:
+        if _tensor_arg(op, target).shape != self.shape or not self.dtype.is_float:
+            raise TensorError(f"{op}: needs float input and a target of its shape; got {self.shape} and {target.shape}")
+        return target
+
+    # ---- convolution, pooling, attention ----
+    def conv2d(
+        self,
+        weight: Tensor,
+        bias: Tensor | None = None,
+        stride: int | tuple[int, int] = 1,
+        padding: int | tuple[int, int] | str = 0,
+        dilation: int | tuple[int, int] = 1,
+        groups: int = 1,
+    ) -> Tensor:
+        """2-D convolution (cross-correlation, as in PyTorch) of images (N, C_in, H, W) or (C_in, H, W) with
+        `weight` (C_out, C_in / groups, kH, kW); padding is a number per side, or "valid" or "same".
+
+        Every window of the padded image becomes a view (N, C_in, H_out, W_out, kH, kW) built by movement ops
+        alone (`_windows`); the output is that view times the weight, summed over C_in / groups, kH and kW:
+        one reduction, as a matrix product is."""
+        x = self._images("conv2d")
+        if _tensor_arg("conv2d", weight).ndim != 4:
+            raise TensorError(f"conv2d: weight must be a tensor (C_out, C_in / groups, kH, kW): {_describe(weight)}")
+        n, c_in = x.shape[:2]
+        c_out, per_group, kh, kw = weight.shape
+        if not _is_index(groups) or groups < 1 or c_in != per_group * groups or c_out % groups:
+            raise TensorError(
+                f"conv2d: input channels {c_in} and weight {weight.shape} do not fit groups={groups} "
+                "(C_in must be groups * weight.shape[1], and C_out a multiple of groups)"
+            )
+        if bias is not None and _tensor_arg("conv2d", bias).shape != (c_out,):
+            raise TensorError(f"conv2d: bias must have shape ({c_out},), one per output channel, got {bias.shape}")
+        if not is_realized(x.uop):  # each element is read kH * kW times: compute it once, into a plain buffer
+            x = x.contiguous()
+        s, d = _pair("conv2d", "stride", stride), _pair("conv2d", "dilation", dilation)
+        win = _windows(x.pad(_conv_padding(padding, (kh, kw), s, d)), (kh, kw), s, d, "conv2d")
+        oh, ow = win.shape[2:4]
+        win = win.reshape(n, groups, 1, per_group, oh, ow, kh, kw)
+        w = weight.reshape(1, groups, c_out // groups, per_group, 1, 1, kh, kw)
+        out = (win * w).sum((3, 6, 7)).reshape(n, c_out, oh, ow)
+        if bias is not None:
+            out = out + bias.reshape(1, c_out, 1, 1)
+        return out if self.ndim == 4 else out.reshape(c_out, oh, ow)
+
+    def _images(self, op: str) -> Tensor:
+        """This tensor as a batch of images (N, C, H, W); a single image (C, H, W) gets a batch of 1."""
+        if self.ndim not in (3, 4):
+            raise TensorError(f"{op}: needs images (N, C, H, W) or (C, H, W), got shape {self.shape}")
+        return self if self.ndim == 4 else self.unsqueeze(0)
+
+    def max_pool2d(
+        self,
+        kernel_size: int | tuple[int, int],
+        stride: int | tuple[int, int] | None = None,
+        padding: int | tuple[int, int] = 0,
+        dilation: int | tuple[int, int] = 1,
+    ) -> Tensor:
+        """The largest element of each window (stride defaults to the kernel size; padding counts as -inf).
+        As in PyTorch, the whole gradient goes to the window's first largest element (a NaN is the largest)."""
+        x = self._images("max_pool2d")
+        k = _pair("max_pool2d", "kernel_size", kernel_size)
+        low = -math.inf if self.dtype.is_float else self.dtype.min
+        s, d = _pair("max_pool2d", "stride", k if stride is None else stride), _pair("max_pool2d", "dilation", dilation)
+        win = _windows(x.pad(_pool_padding("max_pool2d", padding, k), low), k, s, d, "max_pool2d")
+        flat = win.flatten(-2)
+        first = flat.argmax(-1, keepdim=True) == Tensor.arange(flat.shape[-1], device=self.device)
+        out = _pick(flat, first)
+        return out if self.ndim == 4 else out.squeeze(0)
+
+    def avg_pool2d(
+        self,
+        kernel_size: int | tuple[int, int],
+        stride: int | tuple[int, int] | None = None,
+        padding: int | tuple[int, int] = 0,
+        count_include_pad: bool = True,
+    ) -> Tensor:
+        """The mean of each window (stride defaults to the kernel size; padding counts as 0, and is part of
+        the count unless count_include_pad is False)."""
+        x = self._images("avg_pool2d")
+        k = _pair("avg_pool2d", "kernel_size", kernel_size)
+        s = _pair("avg_pool2d", "stride", k if stride is None else stride)
+        pads = _pool_padding("avg_pool2d", padding, k)
+        sums = _windows(x.pad(pads), k, s, (1, 1), "avg_pool2d").sum((-2, -1))
+        if count_include_pad:
+            out = sums / float(k[0] * k[1])
+        else:
+            ones = Tensor.ones(*x.shape[-2:], dtype=x.dtype, device=self.device).pad(pads[-2:])
+            out = sums / _windows(ones, k, s, (1, 1), "avg_pool2d").sum((-2, -1))
+        return out if self.ndim == 4 else out.squeeze(0)
+
+    def scaled_dot_product_attention(
+        self,
+        key: Tensor,
+        value: Tensor,
+        attn_mask: Tensor | None = None,
+        is_causal: bool = False,
+        scale: builtins.float | None = None,
+    ) -> Tensor:
+        """softmax(q k^T scale + mask) v for queries (this tensor, (..., L, E)), keys (..., S, E) and values
+        (..., S, Ev), as torch.nn.functional.scaled_dot_product_attention: scale defaults to 1/sqrt(E); a
+        bool attn_mask says which keys each query may see (True: it may), a float one is added to the
+        scores; is_causal lets query i see keys 0..i. A query that may see no key at all gets 0s. The scores
+        are materialized: this is the plain composition."""
+        if self.ndim < 2 or key.ndim < 2 or value.ndim < 2 or key.shape[-2] != value.shape[-2]:
+            raise TensorError(
+                f"scaled_dot_product_attention: query {self.shape}, key {key.shape} and value {value.shape} "
+                "need (..., L, E), (..., S, E) and (..., S, Ev)"
+            )
+        if is_causal and attn_mask is not None:
+            raise TensorError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
+        factor = 1.0 / math.sqrt(self.shape[-1]) if scale is None else scale
+        scores = (self @ key.transpose(-2, -1)) * factor
+        if is_causal:
+            length, keys = scores.shape[-2:]
+            attn_mask = Tensor.ones(length, keys, dtype=dtypes.bool, device=self.device).tril()
+        if attn_mask is None:
+            return scores.softmax(-1) @ value
+        scores = attn_mask.where(scores, -math.inf) if attn_mask.dtype.is_bool else scores + attn_mask
+        shut = (scores == -math.inf).all(-1, keepdim=True)  # a query that may see no key gets 0, as in PyTorch
+        return shut.where(0.0, shut.where(0.0, scores).softmax(-1)) @ value
+
 
 def _sum_dtype(dt: DType) -> DType:
     """numpy's: bools and signed integers sum in int64, unsigned integers in uint64, floats in their dtype."""
@@ -978,8 +1556,8 @@ _OP_NAMES = {
     Ops.SUB: "sub",
     Ops.MUL: "mul",
     Ops.DIV: "div",
-    Ops.IDIV: "floordiv (integers only)",
-    Ops.MOD: "mod (integers only)",
+    Ops.IDIV: "floordiv",
+    Ops.MOD: "mod",
     Ops.POW: "pow",
     Ops.MAX: "maximum",
     Ops.MIN: "minimum",
@@ -1080,10 +1658,10 @@ def _int_pairs(op: str, pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int
 
 
 def _sizes(op: str, shape: Sequence[int | Sequence[int]]) -> tuple[int, ...]:
-    """The shape of a new tensor, from f(2, 3) or f((2, 3)); every size at least 1."""
+    """The shape of a new tensor, from f(2, 3) or f((2, 3)); a size may be 0, as in numpy and PyTorch."""
     out = _shape_args(shape)
-    if any(s < 1 for s in out):
-        raise TensorError(f"{op}: sizes {out} must be >= 1 (zero-size tensors are not supported)")
+    if any(s < 0 for s in out):
+        raise TensorError(f"{op}: sizes {out} must be >= 0")
     return out
 
 
@@ -1115,8 +1693,6 @@ def _numpy_dtype(data: Any, dtype: DType | None) -> tuple[np.ndarray[Any, Any], 
         arr = np.asarray(data)
     except ValueError as e:  # ragged nested lists
         raise TensorError(f"Tensor: cannot make a tensor from this {type(data).__name__}: {e}") from None
-    if arr.size == 0:
-        raise TensorError(f"Tensor: zero-size tensors (shape {arr.shape}) are not supported")
     if arr.dtype.kind not in "biuf":
         raise TensorError(
             f"Tensor: cannot make a tensor from {type(data).__name__} with numpy dtype {arr.dtype} "
@@ -1138,14 +1714,14 @@ def _natural_dtype(arr: np.ndarray[Any, Any], typed: bool) -> DType:
 
 
 def _int_dtype(arr: np.ndarray[Any, Any]) -> DType:
-    fits = dtypes.int32.min <= arr.min() and arr.max() <= dtypes.int32.max
+    fits = arr.size == 0 or (dtypes.int32.min <= arr.min() and arr.max() <= dtypes.int32.max)
     return dtypes.int32 if fits else dtypes.int64
 
 
 def _fitted(arr: np.ndarray[Any, Any], dt: DType) -> np.ndarray[Any, Any]:
     """`arr` in `dt`, refusing values `dt` cannot hold, which numpy's astype would wrap, make inf or make
     garbage: integers out of range, NaN and inf for an integer type, finite floats beyond a float type."""
-    if dt.is_int:
+    if dt.is_int and arr.size:
         if arr.dtype.kind == "f" and not np.isfinite(arr).all():
             raise TensorError(f"Tensor: NaN and inf have no {dt.name} value")
         low, high = math.trunc(arr.min().item()), math.trunc(arr.max().item())  # floats truncate, as in numpy
@@ -1162,6 +1738,10 @@ def _fitted(arr: np.ndarray[Any, Any], dt: DType) -> np.ndarray[Any, Any]:
     return out
 
 
+def _empty_buffer(dtype: DType, device: str) -> UOp:
+    return realizer.new_buffer(get_backend(device).runtime.allocate(dtype, 0), dtype)
+
+
 def _buffer_from(data: Any, dtype: DType | None, device: str) -> UOp:
     if dtype is dtypes.bfloat16:  # numpy has no bfloat16: the data becomes float32, and a kernel rounds it
         return _buffer_from(data, dtypes.float32, device).cast(dtypes.bfloat16)
@@ -1171,10 +1751,9 @@ def _buffer_from(data: Any, dtype: DType | None, device: str) -> UOp:
 
 
 def _getitem(t: Tensor, index: Any) -> Tensor:
-    """Integers, slices (any step), None and ... as in numpy."""
-    items = list(index) if isinstance(index, tuple) else [index]
-    for item in items:
-        _check_index_kind(item)
+    """Integers, slices (any step), None and ... as in numpy; integer tensors, lists and arrays, and bool
+    masks, as in PyTorch (see `_take`)."""
+    items = [piece for item in (index if isinstance(index, tuple) else (index,)) for piece in _index_items(t, item)]
     dots = [k for k, i in enumerate(items) if i is Ellipsis]  # `is`, not ==: a tensor's == compares elements
     if len(dots) > 1:
         raise TensorError("index: at most one ...")
@@ -1185,13 +1764,16 @@ def _getitem(t: Tensor, index: Any) -> Tensor:
         items[dots[0] : dots[0] + 1] = [slice(None)] * (t.ndim - real)
     else:
         items += [slice(None)] * (t.ndim - real)
-    out, axis, new_shape = t, 0, []
+    out, axis, new_shape, picks = t, 0, [], []
     for item in items:
         if item is None:
             new_shape.append(1)
             continue
         size = t.shape[axis]
-        if isinstance(item, slice):
+        if isinstance(item, Tensor):  # an axis kept whole for now, and picked from below
+            picks.append((len(new_shape), _wrapped(item, size)))
+            new_shape.append(size)
+        elif isinstance(item, slice):
             if item.step == 0:
                 raise TensorError(f"index: slice step cannot be zero (axis {axis})")
             out = _take_range(out, axis, *item.indices(size))
@@ -1202,26 +1784,65 @@ def _getitem(t: Tensor, index: Any) -> Tensor:
                 raise TensorIndexError(f"index {i} is out of range for axis {axis} of size {size}")
             out = _take_range(out, axis, i % size, i % size + 1, 1)
         axis += 1
-    return out.reshape(tuple(new_shape)) if new_shape else out.reshape(())
+    out = out.reshape(tuple(new_shape)) if new_shape else out.reshape(())
+    return _take(out, picks) if picks else out
 
 
-def _check_index_kind(item: object) -> None:
-    """Refuse, by name, the numpy index kinds that are not implemented: masks and integer arrays."""
+def _index_items(t: Tensor, item: Any) -> list[Any]:
+    """One item of an index as the items _getitem reads: integer lists and arrays become int tensors, and a
+    bool mask becomes the int tensors of its true positions, one per axis it covers (the mask is computed
+    now: the result's shape depends on it)."""
     if item is None or item is Ellipsis or isinstance(item, slice) or _is_index(item):
-        return
+        return [item]
     if isinstance(item, (bool, np.bool_)):
-        raise TensorError("index: a bool index (a mask) is not supported; select with mask.where(a, b)")
-    what = "tensor" if isinstance(item, Tensor) else type(item).__name__
-    raise TensorError(
-        f"index: {what} indices (gathers) are not supported; use ints, slices, None and ..., or one_hot for a gather"
-    )
+        raise TensorError("index: a bool index is not supported; select with mask.where(a, b)")
+    if isinstance(item, (list, np.ndarray)):
+        try:
+            item = Tensor(item, device=t.device)
+        except TensorError as e:
+            raise TensorError(f"index: a list or array index must hold integers or bools ({e})") from None
+    if not isinstance(item, Tensor) or not (item.dtype.is_int or item.dtype.is_bool):
+        raise TensorError(
+            f"index: takes ints, slices, None, ..., and integer or bool tensors, lists or arrays, not {_describe(item)}"
+        )
+    if item.dtype.is_int:
+        return [item]
+    positions = np.nonzero(item.numpy())
+    return [Tensor(p.astype(np.int64), device=t.device) for p in positions]
+
+
+def _wrapped(index: Tensor, size: int) -> np.ndarray[Any, Any]:
+    """The values of an index tensor for an axis of `size` (computed now, and checked), negative ones wrapped."""
+    values = _check_indices("index", index, size, negative=True)
+    return np.where(values < 0, values + size, values)
+
+
+def _take(x: Tensor, picks: list[tuple[int, np.ndarray[Any, Any]]]) -> Tensor:
+    """Index arrays applied to the axes of x they are paired with: one gather by the flat position on those
+    axes (the arrays broadcast together, and are data already, so the flat positions are computed in numpy).
+    As in PyTorch, the picked axes are replaced by the broadcast shape where they were, if they were next to
+    each other in x, and otherwise put first. (numpy, counting integers as index arrays too, also puts them
+    first in x[0, :, [1, 2]].)"""
+    axes = [a for a, _ in picks]
+    rest = [a for a in range(x.ndim) if a not in axes]
+    sizes = tuple(x.shape[a] for a in axes)
+    flat = np.ravel_multi_index(np.broadcast_arrays(*(p for _, p in picks)), sizes)
+    n = prod(sizes)
+    dt = dtypes.int32 if n <= dtypes.int32.max else dtypes.int64
+    values = x.permute(*rest, *axes).reshape(*(x.shape[a] for a in rest), *(1,) * flat.ndim, n)
+    index = Tensor(flat, dtype=dt, device=x.device).unsqueeze(-1)
+    out = _pick(values, index == Tensor.arange(n, dtype=dt, device=x.device))
+    if axes != list(range(axes[0], axes[0] + len(axes))):
+        return out.permute(*range(len(rest), out.ndim), *range(len(rest)))
+    at = axes[0]  # the number of kept axes before the picked ones
+    return out.permute(*range(at), *range(len(rest), out.ndim), *range(at, len(rest)))
 
 
 def _take_range(t: Tensor, axis: int, start: int, stop: int, step: int) -> Tensor:
     """Elements start, start+step, ... (before stop) of one axis, for any nonzero step."""
     idx = range(start, stop, step)
     if len(idx) == 0:
-        raise TensorError(f"index: the slice selects no elements of axis {axis} (zero-size tensors are not supported)")
+        return t.shrink([(0, 0) if i == axis else None for i in range(t.ndim)])
     lo, hi = min(idx[0], idx[-1]), max(idx[0], idx[-1]) + 1
     bounds: list[tuple[int, int] | None] = [None] * t.ndim
     bounds[axis] = (lo, hi)
@@ -1237,3 +1858,188 @@ def _take_range(t: Tensor, axis: int, start: int, stop: int, step: int) -> Tenso
     keep: list[tuple[int, int] | None] = [None] * grouped.ndim
     keep[axis + 1] = (0, 1)
     return grouped.shrink(keep).reshape((*out.shape[:axis], n, *out.shape[axis + 1 :]))
+
+
+def _describe(v: object) -> str:
+    """A tensor by dtype and shape, anything else by type, for error messages."""
+    return f"a {v.dtype.name} tensor of shape {v.shape}" if isinstance(v, Tensor) else f"a {type(v).__name__}"
+
+
+def _tensor_arg(op: str, v: object) -> Tensor:
+    """`v`, which must be a tensor: for arguments that a caller might pass as a list or a number."""
+    if not isinstance(v, Tensor):
+        raise TensorError(f"{op}: needs a tensor, got {_describe(v)}; make it a Tensor first")
+    return v
+
+
+def _scaled(x: Operand, alpha: Scalar, op: str) -> Tensor | Scalar:
+    return x * alpha if isinstance(x, Tensor) else _python_scalar(x, op) * alpha
+
+
+def _bounded(x: Tensor, bound: Operand, beyond: Tensor) -> Tensor:
+    """`bound` where `beyond` holds, else x; a NaN bound makes NaN, as in PyTorch's clamp."""
+    if isinstance(bound, Tensor):
+        beyond = beyond | bound.isnan()
+    elif math.isnan(_python_scalar(bound, "clip")):
+        beyond = beyond | True
+    return beyond.where(bound, x)
+
+
+def _pick(values: Tensor, hit: Tensor) -> Tensor:
+    """The element of the last axis of `values` that `hit` selects (at most one; 0 if none), in its dtype:
+    a select and a sum, not a product with a one-hot, since 0 * inf is NaN. A selected -0.0 comes out +0.0,
+    the sum's starting value."""
+    return hit.where(values, 0).sum(-1).cast(values.dtype)
+
+
+def _check_indices(op: str, index: Tensor, n: int, negative: bool) -> np.ndarray[Any, Any]:
+    """The values of an index tensor (computed now, if lazy), each checked to be in [0, n), or in [-n, n)
+    where negative indices count from the end."""
+    values = index.numpy()
+    _check_index_values(op, values, n, negative)
+    return values
+
+
+def _check_index_values(op: str, values: np.ndarray[Any, Any], n: int, negative: bool) -> None:
+    low = -n if negative else 0
+    if values.size and (values.min() < low or values.max() >= n):
+        raise TensorIndexError(
+            f"{op}: indices must lie in [{low}, {n}), got values from {values.min()} to {values.max()}"
+        )
+
+
+def _comes_before(a: Tensor, b: Tensor, descending: bool) -> Tensor:
+    """Whether a sorts before b, NaN counting as larger than every number: last ascending, first descending."""
+    if descending:
+        a, b = b, a
+    return (a < b) | (b.isnan() & ~a.isnan())
+
+
+def _same_key(a: Tensor, b: Tensor) -> Tensor:
+    return (a == b) | (a.isnan() & b.isnan())
+
+
+def _reduced(losses: Tensor, reduction: str, kept: Tensor | None, op: str) -> Tensor:
+    """Per-element losses reduced as PyTorch's `reduction` says; a mean counts only the `kept` elements."""
+    if reduction == "none":
+        return losses
+    if reduction == "sum":
+        return losses.sum()
+    if reduction == "mean":
+        return losses.mean() if kept is None else losses.sum() / kept.sum()
+    raise TensorError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+_ERF_SPLIT = 2.0
+_ERF_SERIES = [(-1) ** k / (math.factorial(k) * (2 * k + 1)) for k in range(30)]
+"""The Taylor coefficients of erf(x) / (2/sqrt(pi) x) in x^2; 30 terms reach 1e-16 below |x| = 2."""
+_ERFC_FRACTION_DEPTH = 40
+"""Levels of Laplace's continued fraction; 40 reach 1e-16 above |x| = 2."""
+
+
+def _erf_parts(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Where |x| < 2; erf(x) there, by its Taylor series; erfc(|x|) elsewhere, by the continued fraction.
+
+    Each part is computed from inputs clamped into its own range, so neither overflows, and neither sends
+    a NaN back through the gradient of the branch that `where` did not choose."""
+    small = x.abs() < _ERF_SPLIT
+    xs = small.where(x, 0.0)
+    x2 = xs * xs
+    series = x2 * _ERF_SERIES[-1] + _ERF_SERIES[-2]
+    for c in reversed(_ERF_SERIES[:-2]):
+        series = series * x2 + c
+    z = small.where(_ERF_SPLIT, x.abs().minimum(30.0))  # erfc(30) is e^-900: 0 in every float type
+    fraction = z
+    for k in range(_ERFC_FRACTION_DEPTH, 0, -1):
+        fraction = z + (k / 2) / fraction
+    return small, (2 / math.sqrt(math.pi)) * xs * series, (-z * z).exp() / (math.sqrt(math.pi) * fraction)
+
+
+def _erfc(x: Tensor) -> Tensor:
+    """1 - erf(x), without the cancellation of computing it so for large x."""
+    small, erf, erfc = _erf_parts(x)
+    return small.where(1.0 - erf, (x < 0).where(2.0 - erfc, erfc))
+
+
+def _softplus(z: Tensor) -> Tensor:
+    """log(1 + e^z) for any z: max(z, 0) + log1p(e^-|z|), where nothing overflows."""
+    return z.maximum(0.0) + _log1p((-z.abs()).exp())
+
+
+def _log1p(e: Tensor) -> Tensor:
+    """log(1 + e) for e >= 0 with the digits of a small e, which log(1 + e) loses when 1 + e rounds: Kahan's
+    log(u) e / (u - 1) with u = 1 + e, and e itself where u rounds to 1 (where the other branch sees u = 2,
+    so that its gradient is not 0/0)."""
+    u = 1.0 + e
+    rounded = u == 1.0
+    safe = rounded.where(2.0, u)
+    return rounded.where(e, safe.log() * e / (safe - 1.0))
+
+
+def _pair(op: str, name: str, v: int | tuple[int, int]) -> tuple[int, int]:
+    """An int or a pair of ints (height, width), each at least 1."""
+    pair = (v, v) if _is_index(v) else tuple(v) if isinstance(v, (tuple, list)) else ()
+    if len(pair) != 2 or not all(_is_index(p) and p >= 1 for p in pair):
+        raise TensorError(f"{op}: {name} must be a positive integer or a pair of them, got {v!r}")
+    return operator.index(pair[0]), operator.index(pair[1])
+
+
+def _padding_pair(op: str, v: int | tuple[int, int]) -> tuple[int, int]:
+    pair = (v, v) if _is_index(v) else tuple(v) if isinstance(v, (tuple, list)) else ()
+    if len(pair) != 2 or not all(_is_index(p) and p >= 0 for p in pair):
+        raise TensorError(f"{op}: padding must be an integer >= 0 or a pair of them, got {v!r}")
+    return operator.index(pair[0]), operator.index(pair[1])
+
+
+def _conv_padding(
+    padding: int | tuple[int, int] | str, kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int]
+) -> list[tuple[int, int]]:
+    """(before, after) for each axis of a batch of images: a number per side, "valid" (none) or "same"
+    (an output as large as the input: the odd element of an even total goes after, as in PyTorch)."""
+    if padding == "same":
+        if stride != (1, 1):
+            raise TensorError("conv2d: padding='same' needs stride 1")
+        totals = [d * (k - 1) for k, d in zip(kernel, dilation, strict=True)]
+        return [(0, 0), (0, 0), *((t // 2, t - t // 2) for t in totals)]
+    if isinstance(padding, str) and padding != "valid":
+        raise TensorError(f"conv2d: padding must be a number, a pair, 'valid' or 'same', got {padding!r}")
+    ph, pw = (0, 0) if padding == "valid" else _padding_pair("conv2d", padding)  # type: ignore[arg-type]
+    return [(0, 0), (0, 0), (ph, ph), (pw, pw)]
+
+
+def _pool_padding(op: str, padding: int | tuple[int, int], kernel: tuple[int, int]) -> list[tuple[int, int]]:
+    ph, pw = _padding_pair(op, padding)
+    if ph > kernel[0] // 2 or pw > kernel[1] // 2:
+        raise TensorError(f"{op}: padding {(ph, pw)} must be at most half the kernel {kernel}")
+    return [(0, 0), (0, 0), (ph, ph), (pw, pw)]
+
+
+def _windows(x: Tensor, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...], op: str) -> Tensor:
+    """Every window of the last len(kernel) axes of x, as a view of shape (..., out_1, out_2, k_1, k_2):
+    element [..., i, j, a, b] is x[..., i * s_1 + a * d_1, j * s_2 + b * d_2]. Movement ops only: no data
+    is copied, each element of a kernel that reads the view loads from x directly."""
+    lead, n = x.ndim - len(kernel), len(kernel)
+    for k, d, size in zip(kernel, dilation, x.shape[lead:], strict=True):
+        if size < d * (k - 1) + 1:
+            raise TensorError(f"{op}: a window of {k} (dilation {d}) does not fit an axis of {size} in {x.shape}")
+    for k, s, d in zip(kernel, stride, dilation, strict=True):  # each turn takes the first spatial axis
+        x = x.permute(*range(lead), *range(lead + 1, x.ndim), lead)
+        x = _windows_of_last_axis(x, k, s, d)
+    return x.permute(*range(lead), *range(lead, lead + 2 * n, 2), *range(lead + 1, lead + 2 * n, 2))
+
+
+def _windows_of_last_axis(x: Tensor, k: int, s: int, d: int) -> Tensor:
+    """The last axis (length i) as (windows, k). Windows that do not overlap are a reshape into rows of s,
+    cut to k. Overlapping ones take a trick: tile the axis e times and read the tiles as rows of i + d,
+    so row a starts at a * (i + d) = a * d (mod i); column i * s of row a is then x[i * s + a * d]."""
+    i, lead = x.shape[-1], x.shape[:-1]
+    out = (i - d * (k - 1) - 1) // s + 1
+    keep = [(0, 0)] * len(lead)
+    if d == 1 and k <= s:
+        rows = x.pad([*keep, (0, out * s - i)]).reshape(*lead, out, s)
+        return rows.shrink([None] * len(lead) + [None, (0, k)])
+    tiles = -(-k * (i + d) // i)
+    x = x.unsqueeze(-2).expand(*lead, tiles, i).reshape(*lead, tiles * i)
+    x = x.shrink([None] * len(lead) + [(0, k * (i + d))]).reshape(*lead, k, i + d)
+    x = x.pad([*keep, (0, 0), (0, out * s - (i + d))]).reshape(*lead, k, out, s)
+    return x.shrink([None] * (len(lead) + 2) + [(0, 1)]).reshape(*lead, k, out).transpose(-1, -2)

@@ -107,6 +107,22 @@ def native_target(cc: str, flags: str) -> str:
     )
 
 
+@functools.cache
+def native_exclusions(cc: str, flags: str) -> list[str]:
+    """Flags that keep gcc away from what it cannot build after -march=native. With AVX512-FP16, gcc 12's
+    if-conversion turns a float16 select stored to memory (`out = c ? x : 0`) into a zero-masked `vmovsh`
+    store, an encoding that does not exist (binutils 2.40: "unsupported masking for `vmovsh'"). Turning
+    AVX512-FP16 off would change float16 results (C would then keep _Float16 sums in float, rounding once
+    instead of after each op), so the scalar if-conversion is turned off instead; vectorized loops keep
+    their blends."""
+    if "-march=native" not in flags:
+        return []
+    cmd = [*setting_words("CC", cc), "-march=native", "-Q", "--help=target"]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    enabled = {words[0] for words in map(str.split, done.stdout.splitlines()) if words[1:2] == ["[enabled]"]}
+    return ["-fno-if-conversion"] if "-mavx512fp16" in enabled else []
+
+
 def cache_key(source: str, cc: str, flags: str) -> str:
     text = "\0".join([source, compiler_identity(cc), flags, native_target(cc, flags)])
     return hashlib.sha256(text.encode()).hexdigest()
@@ -232,7 +248,7 @@ def compile_units(folder: Path, source: str, cc: str, flags: str) -> Path:
     shares balance the parts' lengths. The whole build has cc_timeout() seconds."""
     parts = source.split(f"\n{UNIT_BREAK}\n")
     jobs = min(len(parts) - 1, len(os.sched_getaffinity(0)))
-    base = [*setting_words("CC", cc), *setting_words("CFLAGS", flags)]
+    base = [*setting_words("CC", cc), *setting_words("CFLAGS", flags), *native_exclusions(cc, flags)]
     deadline = time.monotonic() + cc_timeout()
     if jobs <= 1:
         Path(folder, "kernel.c").write_text(source)

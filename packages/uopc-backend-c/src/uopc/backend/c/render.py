@@ -8,6 +8,7 @@ in the block where it is computed, is written inline into its user instead of ge
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 
 from uopc.backend.c.compiler import UNIT_BREAK
@@ -95,6 +96,13 @@ _HELPER_BODIES = {
     ): "if (b == 0 || b == -1) return 0; T r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;",
     ("floordiv", "uint"): "return b == 0 ? 0 : a / b;",
     ("floormod", "uint"): "return b == 0 ? 0 : a % b;",
+    # floats as numpy's npy_divmod (and Python's float divmod): the remainder is fmod's, exact, moved to the
+    # divisor's sign; the quotient is rounded from (a - mod) / b. By zero: a / b, and fmod's NaN.
+    ("floordiv", "float"): "if (b == 0) return a / b; W m = fmod(a, b); W d = (a - m) / b; "
+    "if (m != 0 && ((b < 0) != (m < 0))) d -= 1; if (d == 0) return copysign(0, a / b); "
+    "W f = floor(d); return d - f > 0.5 ? f + 1 : f;",
+    ("floormod", "float"): "W m = fmod(a, b); if (m == 0) return copysign(0, b); "
+    "return (m == m && (b < 0) != (m < 0)) ? m + b : m;",
     ("max", "float"): "return (a > b || a != a) ? a : b;",
     ("min", "float"): "return (a < b || a != a) ? a : b;",
     ("max", "int"): "return a > b ? a : b;",
@@ -107,6 +115,10 @@ def c_helper(kind: str, dt: DType) -> str:
     t = c_type(dt)
     family = "int" if dt.is_bool or (kind in ("max", "min") and dt.kind == "uint") else dt.kind
     body = _HELPER_BODIES[(kind, family)].replace("T ", t + " ")
+    if family == "float":  # W: the type the libm calls compute in (float16 too computes in float)
+        suffix = "" if dt is dtypes.float64 else "f"
+        body = body.replace("W ", ("double" if dt is dtypes.float64 else "float") + " ")
+        body = re.sub(r"\b(fmod|floor|copysign)\(", rf"\1{suffix}(", body)
     return f"static inline {t} {kind}_{dt.short}({t} a, {t} b) {{ {body} }}"
 
 
@@ -188,7 +200,7 @@ class _CWriter:
         dt = u.src[-1].scalar_dtype
         if u.op is Ops.CMPNE and u.src[0].dtype is dtypes.bool and u.src[1].op is Ops.CONST and u.src[1].arg is True:
             return f"(!{operands[0]})"
-        if u.op in (Ops.IDIV, Ops.MOD) and vmin(u.src[0]) >= 0 and vmin(u.src[1]) > 0:
+        if u.op in (Ops.IDIV, Ops.MOD) and dt.is_int and vmin(u.src[0]) >= 0 and vmin(u.src[1]) > 0:
             return f"({operands[0]}{'/' if u.op is Ops.IDIV else '%'}{operands[1]})"  # C truncation is floor here
         if u.op in (Ops.IDIV, Ops.MOD, Ops.MAX, Ops.MIN):
             kind = {Ops.IDIV: "floordiv", Ops.MOD: "floormod", Ops.MAX: "max", Ops.MIN: "min"}[u.op]

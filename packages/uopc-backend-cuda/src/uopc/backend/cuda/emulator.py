@@ -56,10 +56,16 @@ def bfloat16_value(bits: Vector) -> Vector:
 
 
 def _floordiv(a: Vector, b: Vector) -> Vector:
+    if a.dtype.kind == "f":  # numpy's own float semantics are the IR's: by zero a / b
+        with np.errstate(all="ignore"):
+            return np.floor_divide(a, b)
     return np.where(b == 0, 0, np.floor_divide(a, np.where(b == 0, 1, b))).astype(a.dtype)
 
 
 def _floormod(a: Vector, b: Vector) -> Vector:
+    if a.dtype.kind == "f":  # the divisor's sign, fmod's exact remainder; by zero NaN
+        with np.errstate(all="ignore"):
+            return np.remainder(a, b)
     return np.where(b == 0, 0, np.remainder(a, np.where(b == 0, 1, b))).astype(a.dtype)
 
 

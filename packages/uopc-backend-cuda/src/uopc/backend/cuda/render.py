@@ -84,6 +84,12 @@ _HELPER_BODIES = {
     "T r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;",
     ("floordiv", "uint"): "return b == 0 ? 0 : a / b;",
     ("floormod", "uint"): "return b == 0 ? 0 : a % b;",
+    # floats as numpy's (and the C backend's): fmod's exact remainder, moved to the divisor's sign
+    ("floordiv", "float"): "if (b == 0) return a / b; T m = fmod(a, b); T d = (a - m) / b; "
+    "if (m != 0 && ((b < 0) != (m < 0))) d -= 1; if (d == 0) return copysign((T)0, a / b); "
+    "T f = floor(d); return d - f > 0.5 ? f + 1 : f;",
+    ("floormod", "float"): "T m = fmod(a, b); if (m == 0) return copysign((T)0, b); "
+    "return (m == m && (b < 0) != (m < 0)) ? m + b : m;",
     ("max", "float"): "return (a > b || a != a) ? a : b;",
     ("min", "float"): "return (a < b || a != a) ? a : b;",
     ("max", "int"): "return a > b ? a : b;",
@@ -124,7 +130,7 @@ def mma_helper(dt: DType) -> tuple[str, str]:
 def cuda_helper(kind: str, dt: DType) -> str:
     t = value_type(dt)
     family = "int" if dt.is_bool or (kind in ("max", "min") and dt.kind == "uint") else dt.kind
-    body = _HELPER_BODIES[(kind, family)].replace("T ", t + " ")
+    body = _HELPER_BODIES[(kind, family)].replace("T ", t + " ").replace("(T)", f"({t})")
     return f"static __device__ inline {t} {kind}_{dt.short}({t} a, {t} b) {{ {body} }}"
 
 
@@ -190,7 +196,7 @@ class _CUDAWriter:
     def alu(self, op: Ops, u: UOp, srcs: Sequence[UOp]) -> str:
         operands = [self.expr[s] for s in srcs]
         dt = srcs[-1].scalar_dtype
-        if op in (Ops.IDIV, Ops.MOD) and vmin(srcs[0]) >= 0 and vmin(srcs[1]) > 0:
+        if op in (Ops.IDIV, Ops.MOD) and dt.is_int and vmin(srcs[0]) >= 0 and vmin(srcs[1]) > 0:
             return f"({operands[0]}{'/' if op is Ops.IDIV else '%'}{operands[1]})"  # truncation is floor here
         if op in (Ops.IDIV, Ops.MOD, Ops.MAX, Ops.MIN):
             kind = {Ops.IDIV: "floordiv", Ops.MOD: "floormod", Ops.MAX: "max", Ops.MIN: "min"}[op]
