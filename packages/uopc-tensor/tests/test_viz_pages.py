@@ -124,6 +124,7 @@ def as_a_new_process(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("uopc.backend.c.compiler.compile_units", refuse)
 
 
+@pytest.mark.c_backend  # the plan store is the C backend's
 def test_a_plan_restored_from_the_plan_store_still_shows_every_stage(
     fresh: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -146,6 +147,7 @@ def test_a_plan_restored_from_the_plan_store_still_shows_every_stage(
     assert "uopc_plan" in text and all(k.name in text for k in plan.kernels)  # the source, rendered again
 
 
+@pytest.mark.c_backend  # the plan store is the C backend's
 def test_a_warm_start_makes_no_kernel_at_debug_1(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
