@@ -548,6 +548,22 @@ def test_a_backend_of_three_parts_runs_a_plan(tmp_path: Path) -> None:
     assert compiler.built == 1  # the same source again: found in the compiler's cache
 
 
+def test_the_driver_linearizes_each_kernel_with_its_opts(tmp_path: Path) -> None:
+    """A matmul's plan chooses a register tile; the programs compile_plan makes are the kernels linearized
+    with their opts (as `linearize` makes them), not the plain loops of the graph without them."""
+    m, k, n = 8, 16, 8
+    a = UOp.buffer(0, m * k).reshape((m, 1, k)).expand((m, n, k))
+    b = UOp.buffer(1, k * n).reshape((k, n)).permute((1, 0)).reshape((1, n, k)).expand((m, n, k))
+    graph, _ = normalize([(a * b).sum([2])])
+    plan = make_plan(graph, opt=True)
+    assert any(kernel.opts.upcast for kernel in plan.kernels)
+    backend = Backend("PY", InterpreterRenderer(), InterpreterCompiler(tmp_path), InterpreterRuntime())
+    compiled = compile_plan(plan, backend)
+    assert compiled.programs == tuple(linearize(kernel) for kernel in plan.kernels)
+    plain = tuple(linearize(Kernel(kernel.name, kernel.ast)) for kernel in plan.kernels)
+    assert compiled.programs != plain
+
+
 def test_a_backend_may_bring_its_own_linearize(tmp_path: Path) -> None:
     """A backend whose device runs kernels its own way (a GPU maps loops onto threads) supplies the arrow from
     a Kernel to its LinearProgram; compile_plan takes that arrow for every kernel, and the default otherwise."""
