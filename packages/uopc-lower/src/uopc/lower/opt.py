@@ -161,6 +161,15 @@ def vectorize(kernel: UOp, axis: int, lanes: int) -> UOp:
     return vectored
 
 
+def can_vectorize(kernel: UOp, axis: int, lanes: int) -> bool:
+    """Whether `vectorize` accepts the axis: the heuristic's question before it picks vectors."""
+    try:
+        vectorize(kernel, axis, lanes)
+    except LowerError:
+        return False
+    return True
+
+
 _VECTOR_OPS = (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.LOAD, Ops.REDUCE)  # what gcc's vector types compute alike
 
 

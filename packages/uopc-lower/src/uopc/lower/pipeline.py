@@ -99,7 +99,8 @@ def _optimized(kernels: tuple[Kernel, ...]) -> list[UOp]:
     done: dict[tuple[object, ...], UOp] = {}
     out = []
     for k in kernels:
-        key = (k.ast, tuple(sorted(k.opts.upcast.items())), tuple(sorted(k.opts.unroll.items())), k.opts.thread)
+        opts = k.opts
+        key = (k.ast, tuple(sorted(opts.upcast.items())), tuple(sorted(opts.unroll.items())), opts.thread, opts.vector)
         if key not in done:
             done[key] = apply_opts(k.ast, k.opts)
         out.append(done[key])
