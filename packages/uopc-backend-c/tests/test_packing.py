@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -10,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from uopc.ir import UOp
-from uopc.lower import Plan, compile_plan, get_backend, make_plan, normalize
+from uopc.ir import AxisType, Ops, UOp
+from uopc.lower import Opts, Plan, compile_plan, get_backend, make_plan, normalize
 
 Array = npt.NDArray[Any]
 
@@ -95,3 +96,18 @@ def test_a_fused_max_keeps_the_matmul_unpacked() -> None:
     """relu(A @ B) fuses a max that vector lanes do not compute (check_vector): the matmul is not packed."""
     plan = make_plan(normalize([matmul(8, 16, 64, "ab").maximum(0.0)])[0])
     assert len(plan.kernels) == 1 and plan.kernels[0].opts.vector is None
+
+
+def test_kernels_equal_but_for_their_vector_axis_get_programs_of_their_own() -> None:
+    """The driver lowers equal graphs under equal opts once (pipeline._optimized); its key must hold every
+    field of Opts, or a kernel with vectors and one without share whichever program came first."""
+    plain = make_plan(normalize([matmul(4, 8, 64, "ab")])[0], opt=False)
+    (kernel,) = plain.kernels
+    twins = (
+        dataclasses.replace(kernel, name="lanes", opts=Opts(vector=(1, 16))),
+        dataclasses.replace(kernel, name="scalars", opts=Opts()),
+    )
+    plan = dataclasses.replace(plain, steps=(*plain.steps, *plain.steps), make_kernels=lambda: twins)
+    lanes, scalars = compile_plan(plan, get_backend("C")).programs
+    assert any(u.op is Ops.RANGE and u.arg.kind is AxisType.VECTOR for u in lanes.uops)
+    assert not any(u.op is Ops.RANGE and u.arg.kind is AxisType.VECTOR for u in scalars.uops)

@@ -10,7 +10,7 @@ vector an output axis by n: n of its iterations run at once, as the n lanes of o
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from uopc.ir import (
     AxisType,
@@ -38,6 +38,11 @@ class Opts:
     unroll: dict[int, int] = field(default_factory=dict)  # reduce axis -> factor
     thread: int | None = None  # output axis to run in parallel
     vector: tuple[int, int] | None = None  # (output axis, lanes): that many of its iterations in one register
+
+    def key(self) -> tuple[object, ...]:
+        """Every field, hashable (dicts as sorted items): equal opts, equal keys, whatever fields come later."""
+        values = (getattr(self, f.name) for f in fields(self))
+        return tuple(tuple(sorted(v.items())) if isinstance(v, dict) else v for v in values)
 
 
 def find_range(kernel: UOp, axis: int) -> UOp:

@@ -99,8 +99,7 @@ def _optimized(kernels: tuple[Kernel, ...]) -> list[UOp]:
     done: dict[tuple[object, ...], UOp] = {}
     out = []
     for k in kernels:
-        opts = k.opts
-        key = (k.ast, tuple(sorted(opts.upcast.items())), tuple(sorted(opts.unroll.items())), opts.thread, opts.vector)
+        key = (k.ast, *k.opts.key())
         if key not in done:
             done[key] = apply_opts(k.ast, k.opts)
         out.append(done[key])
