@@ -1,8 +1,8 @@
 """Benchmark float32 matmuls planned by uopc beside numpy's (and PyTorch's, where it is installed).
 
 Two parts, one table. The ladder: A @ B at one size (default 1024) under each step from plain loops to the
-kernel uopc plans by default (naive loops, the column loop in vector lanes, a scalar register tile, a tile
-of vectors, B packed into panels, threads), each lowered, compiled, checked against numpy and timed. Then
+kernel uopc plans by default (naive loops, 16 columns at once in vector lanes, a scalar register tile, a
+tile of vectors, B packed into panels, threads), each lowered, compiled, checked against numpy and timed. Then
 the three layouts of training, A @ B (x @ W), A @ B.T (x @ W.T, a Linear layer's forward) and A.T @ B
 (x.T @ dy, its weight gradient), at 256, 512, 1024 and 2048, each with the plan make_plan picks by default.
 
@@ -47,7 +47,7 @@ LAYOUTS = {"A @ B": "ab", "A @ B.T": "abt", "A.T @ B": "atb"}
 # choice, its threads taken away or kept). "upcast 8x8 + thread" is the default before packing.
 LADDER: dict[str, Opts | str] = {
     "naive": Opts(),
-    "loop order: 16 columns in vector lanes": Opts(vector=(1, 16)),
+    "vector lanes alone: 16 columns": Opts(vector=(1, 16)),
     "register tile 8x8 (scalar)": Opts(upcast={0: 8, 1: 8}),
     "register tile 4x64 (vectors)": Opts(vector=(1, 16), upcast={0: 4, 1: 4}),
     "+ packing B into panels": "packed",

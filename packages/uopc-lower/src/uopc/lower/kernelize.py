@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from uopc.ir import BufferArg, ConstValue, DType, Ops, UOp, round_to, sink, substitute, toposort
 from uopc.lower.opt import Opts, choose_opts
-from uopc.lower.pack import Packable, find_packable, pack_kernel, packed_matmul, packed_opts
+from uopc.lower.pack import Packable, pack_kernel, pack_matmul
 from uopc.lower.rangeify import rangeify
 from uopc.lower.stages import BufferSpec, Kernel, Plan, Step
 
@@ -202,34 +202,34 @@ def make_plan(graph: UOp, opt: bool = True) -> Plan:
     for group in group_outputs(order, boundaries):
         ast, plan_buffers = _lower_group(group, boundaries, where)
         name = _kernel_name(group.shape, not group.elementwise, names)
-        packing = find_packable(ast) if opt else None
+        packing = pack_matmul(ast) if opt else None
         if packing is None:
             kernels.append(Kernel(name, ast, choose_opts(ast) if opt else Opts()))
         else:
-            ast, plan_buffers = _schedule_packing(packing, ast, plan_buffers, buffers, kernels, steps, names)
-            kernels.append(Kernel(name, ast, packed_opts(ast, packing)))
+            for copy in packing.copies:
+                plan_buffers = _schedule_copy(copy, plan_buffers, buffers, kernels, steps, names)
+            kernels.append(Kernel(name, packing.kernel, packing.opts))
         steps.append(Step(len(kernels) - 1, plan_buffers))
     made = tuple(kernels)
     return Plan(tuple(steps), tuple(buffers), n_inputs, tuple(outputs), make_kernels=lambda: made)
 
 
-def _schedule_packing(
+def _schedule_copy(
     p: Packable,
-    ast: UOp,
     plan_buffers: tuple[int, ...],
     buffers: list[BufferSpec],
     kernels: list[Kernel],
     steps: list[Step],
     names: set[str],
-) -> tuple[UOp, tuple[int, ...]]:
-    """Add the copy of a matmul's B into panels (pack.py), into a plan buffer of its own, as the step before
-    the matmul; return the matmul reading the copy in B's slot, and its plan buffers."""
+) -> tuple[int, ...]:
+    """Add the copy that packs a matmul's operand (pack.py), into a plan buffer of its own, as a step before
+    the matmul; return the matmul's plan buffers, the copy's in the operand's slot."""
     slot = p.load.src[0].arg.slot
     buffers.append(BufferSpec(p.load.scalar_dtype, p.size))
     copy = pack_kernel(p)
-    kernels.append(Kernel(_kernel_name(p.panels, False, names), copy, choose_opts(copy)))
+    kernels.append(Kernel(_kernel_name(p.blocks, False, names), copy, choose_opts(copy)))
     steps.append(Step(len(kernels) - 1, (plan_buffers[slot], len(buffers) - 1)))
-    return packed_matmul(ast, p), tuple(len(buffers) - 1 if i == slot else b for i, b in enumerate(plan_buffers))
+    return tuple(len(buffers) - 1 if i == slot else b for i, b in enumerate(plan_buffers))
 
 
 def _lower_group(group: _Group, boundaries: set[UOp], where: dict[UOp, int]) -> tuple[UOp, tuple[int, ...]]:

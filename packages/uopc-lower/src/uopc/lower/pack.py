@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from uopc.ir import AxisType, Ops, UOp, dtypes, prod, range_, simplify, sink, substitute
+from uopc.ir import AxisType, Ops, UOp, dtypes, linear_terms, prod, range_, simplify, sink, substitute
 from uopc.lower.opt import Opts, can_vectorize
 
 PANEL = 64  # columns of B per panel: one register tile's width, 4 vectors of 16 floats
@@ -25,21 +25,62 @@ PACK_MIN_WORK = 1 << 24  # multiply-adds (m n k) from which packing pays: a 256^
 
 @dataclass(frozen=True)
 class Packable:
-    """A matmul kernel's load of B, and the ranges it moves along: the output column j and the reduce k."""
+    """An operand's load in a matmul kernel, the output range it moves along (j for B, i for A) and the
+    reduce range k; `width` elements of that range are packed next to each other for each k."""
 
     load: UOp
     column: UOp
     reduce: UOp
+    width: int
 
     @property
-    def panels(self) -> tuple[int, int, int]:
-        """The packed copy's shape: panels, rows of B (k) in each, columns in each row."""
-        return (self.column.src[0].arg // PANEL, self.reduce.src[0].arg, PANEL)
+    def blocks(self) -> tuple[int, int, int]:
+        """The packed copy's shape: blocks (B's panels, A's groups of rows), k rows in each, `width` wide."""
+        return (self.column.src[0].arg // self.width, self.reduce.src[0].arg, self.width)
 
     @property
     def size(self) -> int:
-        """Elements of the packed copy: n columns for each of k rows."""
-        return int(self.column.src[0].arg * self.reduce.src[0].arg)
+        return prod(self.blocks)
+
+
+@dataclass(frozen=True)
+class PackedMatmul:
+    """What packing makes of a matmul kernel: the copies to run before it (B's, then A's if A is packed), the
+    kernel reading the copies in the operands' slots, and its opts."""
+
+    copies: tuple[Packable, ...]
+    kernel: UOp
+    opts: Opts
+
+
+def pack_matmul(kernel: UOp) -> PackedMatmul | None:
+    """Pack B into panels read as vectors; pack A too where its reduce loop strides through it (A.T @ B);
+    None where the kernel is no large float32 matmul whose panels vector lanes can read."""
+    b = find_packable(kernel)
+    if b is None:
+        return None
+    packed, columns = split_range(kernel, b, outermost=True)
+    if not can_vectorize(packed, columns, LANES):  # its lanes must compute alike (no max of a fused relu, say)
+        return None
+    panels = b.column.arg.axis
+    outputs = {u.arg.axis: u for u in packed.toposort() if u.op is Ops.RANGE and u.arg.kind is AxisType.LOOP}
+    before = [a for a in outputs if a < panels]
+    rows = outputs[max(before)] if before else None  # the output axis before B's columns: A's rows
+    upcast, copies = {columns: PANEL // LANES}, [b]
+    if rows is not None and rows.src[0].arg % TILE_ROWS == 0:
+        a = find_strided_rows(packed, rows, b.reduce)
+        if a is None:
+            upcast[rows.arg.axis] = TILE_ROWS
+        else:
+            packed, inner_rows = split_range(packed, a, outermost=False)
+            upcast[inner_rows], copies = TILE_ROWS, [b, a]
+    trips = {panels: b.blocks[0]}  # the loops left after the upcast, by axis
+    if rows is not None:
+        trips[rows.arg.axis] = rows.src[0].arg // upcast.get(rows.arg.axis, 1)
+    # threads over the panels where there are enough for each thread to have its own, else over the rows
+    order = [panels] if b.blocks[0] >= 4 or rows is None else [rows.arg.axis, panels]
+    thread = next((a for a in order if trips.get(a, 0) > 1), None)
+    return PackedMatmul(tuple(copies), packed, Opts(upcast=upcast, vector=(columns, LANES), thread=thread))
 
 
 def find_packable(kernel: UOp) -> Packable | None:
@@ -55,58 +96,59 @@ def find_packable(kernel: UOp) -> Packable | None:
     work = prod(r.src[0].arg for r in (*end.src[1:], k))
     if total.arg is not Ops.ADD or total.dtype is not dtypes.float32 or work < PACK_MIN_WORK or j.src[0].arg % PANEL:
         return None
+    load = _sole_load(kernel, total, {j, k})
+    return None if load is None else Packable(load, j, k, PANEL)
+
+
+def find_strided_rows(kernel: UOp, rows: UOp, k: UOp) -> Packable | None:
+    """A's load, where each step of k moves it by more than one element (A stored as (k, m)): packed into
+    groups of TILE_ROWS rows, the tile's four values for each k are next to each other, and the groups follow
+    one another in k order."""
+    (total,) = [u for u in kernel.toposort() if u.op is Ops.REDUCE]
+    load = _sole_load(kernel, total, {rows, k})
+    if load is None or linear_terms(load.src[1])[0].get(k) == 1:
+        return None
+    return Packable(load, rows, k, TILE_ROWS)
+
+
+def _sole_load(kernel: UOp, total: UOp, moved_by: set[UOp]) -> UOp | None:
+    """The ungated load in the sum that exactly the ranges `moved_by` move, from a buffer read nowhere else."""
+    nodes = kernel.toposort()
     for load in (u for u in total.src[0].toposort() if u.op is Ops.LOAD and len(u.src) == 2):
-        moved_by = {r for r in load.src[1].toposort() if r.op is Ops.RANGE}
         readers = [u for u in nodes if u.op in (Ops.LOAD, Ops.STORE) and u.src[0] is load.src[0]]
-        if moved_by == {j, k} and readers == [load]:
-            p = Packable(load, j, k)
-            packed = packed_matmul(kernel, p)  # its lanes must compute alike (no max of a fused relu, say)
-            return p if can_vectorize(packed, _columns(packed), LANES) else None
+        if {r for r in load.src[1].toposort() if r.op is Ops.RANGE} == moved_by and readers == [load]:
+            return load
     return None
 
 
-def _columns(packed: UOp) -> int:
-    """The axis of a panel's columns in a packed matmul: the one packed_matmul added, after all others."""
-    return max(int(u.arg.axis) for u in packed.toposort() if u.op is Ops.RANGE)
-
-
 def pack_kernel(p: Packable) -> UOp:
-    """The copy: packed[(jo k + kk) 64 + jl] = B at column jo 64 + jl, row kk. Slot 0 is B, slot 1 the copy."""
-    n, k = p.column.src[0].arg, p.reduce.src[0].arg
+    """The copy: packed[(o k + kk) w + l] = the operand at index o w + l of its range, row kk. Slot 0 is the
+    operand, slot 1 the copy."""
     index_dtype = p.column.scalar_dtype
-    jo, kk, jl = (range_(UOp.const(size, index_dtype), axis) for axis, size in enumerate((n // PANEL, k, PANEL)))
-    b = p.load.src[0]
-    source = UOp.define_global(0, b.arg.size, b.scalar_dtype)
-    index = substitute(p.load.src[1], {p.column: jo * PANEL + jl, p.reduce: kk, b: source})
-    packed = UOp.define_global(1, p.size, b.scalar_dtype)
-    return simplify(sink(packed.store((jo * k + kk) * PANEL + jl, source.load(index)).end(jo, kk, jl)))
+    o, kk, lane = (range_(UOp.const(size, index_dtype), axis) for axis, size in enumerate(p.blocks))
+    src = p.load.src[0]
+    source = UOp.define_global(0, src.arg.size, src.scalar_dtype)
+    index = substitute(p.load.src[1], {p.column: o * p.width + lane, p.reduce: kk, src: source})
+    packed = UOp.define_global(1, p.size, src.scalar_dtype)
+    return simplify(sink(packed.store((o * p.blocks[1] + kk) * p.width + lane, source.load(index)).end(o, kk, lane)))
 
 
-def packed_matmul(kernel: UOp, p: Packable) -> UOp:
-    """The matmul reading the packed copy, in B's slot: column j becomes panel jo and column jl within it, and
-    the panel loop goes outermost, so each panel is read from cache by every row of A."""
-    n, k = p.column.src[0].arg, p.reduce.src[0].arg
-    index_dtype = p.column.scalar_dtype
+def split_range(kernel: UOp, p: Packable, outermost: bool) -> tuple[UOp, int]:
+    """The matmul reading p's copy in the operand's slot, and the new axis: p's range becomes a block range
+    (keeping its axis) and a range over the block (a new axis). With `outermost`, the block loop goes outside
+    all others: B's panels, each read from cache by every row of A."""
     axis = 1 + max(u.arg.axis for u in kernel.toposort() if u.op is Ops.RANGE)
-    jo = range_(UOp.const(n // PANEL, index_dtype), p.column.arg.axis)
-    jl = range_(UOp.const(PANEL, index_dtype), axis)
+    index_dtype = p.column.scalar_dtype
+    block = range_(UOp.const(p.blocks[0], index_dtype), p.column.arg.axis)
+    inner = range_(UOp.const(p.width, index_dtype), axis)
     packed = UOp.define_global(p.load.src[0].arg.slot, p.size, p.load.scalar_dtype)
-    read = packed.load((jo * k + p.reduce) * PANEL + jl)
+    read = packed.load((block * p.blocks[1] + p.reduce) * p.width + inner)
     end = kernel.src[0]
-    body = substitute(substitute(end.src[0], {p.load: read}), {p.column: jo * PANEL + jl})
+    body = substitute(substitute(end.src[0], {p.load: read}), {p.column: block * p.width + inner})
     others = [r for r in end.src[1:] if r is not p.column]
-    return simplify(sink(body.end(jo, *others, jl)))
-
-
-def packed_opts(packed: UOp, p: Packable) -> Opts:
-    """The register tile of a packed matmul: the panel's 64 columns as 4 vectors of 16 lanes and TILE_ROWS
-    rows of A; threads over the panels where there are enough to share (each thread reads its own panels
-    and all of A), else over the rows."""
-    columns, panels = _columns(packed), p.column.arg.axis
-    outputs = {u.arg.axis: u for u in packed.toposort() if u.op is Ops.RANGE and u.arg.kind is AxisType.LOOP}
-    rows = outputs[max((a for a in outputs if a < panels), default=panels)]  # the output axis before B's columns
-    upcast = {columns: PANEL // LANES}
-    if rows.arg.axis != panels and rows.src[0].arg % TILE_ROWS == 0:
-        upcast[rows.arg.axis] = TILE_ROWS
-    enough = outputs[panels].src[0].arg >= 4 or rows.arg.axis == panels
-    return Opts(upcast=upcast, vector=(columns, LANES), thread=panels if enough else rows.arg.axis)
+    if outermost:
+        ranges = [block, *others, inner]
+    else:
+        at = list(end.src[1:]).index(p.column)
+        ranges = [*others[:at], block, inner, *others[at:]]
+    return simplify(sink(body.end(*ranges))), int(axis)
