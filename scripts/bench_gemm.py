@@ -71,7 +71,7 @@ def plan_for(n: int, layout: str, opts: Opts | str) -> Plan:
     """make_plan's plan for the matmul; with Opts, the plain kernel (no packing) under them instead."""
     graph, _ = normalize([matmul_graph(n, layout)])
     if isinstance(opts, str):
-        plan = make_plan(graph)
+        plan = make_plan(graph, pack=True)
         if opts == "packed":
             kernels = tuple(dataclasses.replace(k, opts=dataclasses.replace(k.opts, thread=None)) for k in plan.kernels)
             plan = dataclasses.replace(plan, make_kernels=lambda: kernels)

@@ -9,7 +9,7 @@ n = 256
 x = UOp.buffer(0, n * n).reshape((n, n))
 w = UOp.buffer(1, n * n).reshape((n, n))  # a Linear layer's weight: (out features, in features)
 y = (x.reshape((n, 1, n)).expand((n, n, n)) * w.reshape((1, n, n)).expand((n, n, n))).sum([2])  # x @ w.T
-plan = make_plan(normalize([y.reshape((n, n))])[0])
+plan = make_plan(normalize([y.reshape((n, n))])[0], pack=True)  # as for the C backend (packs_matmuls)
 for kernel, step in zip(plan.kernels, plan.steps, strict=True):
     print(f"{kernel.name}: plan buffers {step.buffers}, {kernel.opts}")
 # --8<-- [end:plan]

@@ -44,7 +44,7 @@ def check(m: int, k: int, n: int, layout: str, seed: int = 0) -> Plan:
     a = rng.standard_normal((k, m) if layout == "atb" else (m, k)).astype(np.float32)
     b = rng.standard_normal((n, k) if layout == "abt" else (k, n)).astype(np.float32)
     x, y = (a.T if layout == "atb" else a), (b.T if layout == "abt" else b)
-    plan = make_plan(normalize([matmul(m, k, n, layout)])[0])
+    plan = make_plan(normalize([matmul(m, k, n, layout)])[0], pack=True)
     got = run(plan, a, b).reshape(m, n)
     want = x.astype(np.float64) @ y.astype(np.float64)
     bound = k * np.finfo(np.float32).eps * (np.abs(x) @ np.abs(y))  # sums of k products, in any order
@@ -93,12 +93,12 @@ def test_a_buffer_read_twice_is_not_packed() -> None:
     a = UOp.buffer(0, 64 * 64).reshape((64, 64))
     rows, columns = a.reshape((64, 1, 64)), a.permute((1, 0)).reshape((1, 64, 64))
     square = (rows.expand((64, 64, 64)) * columns.expand((64, 64, 64))).sum([2])
-    assert len(make_plan(normalize([square.reshape((64, 64))])[0]).kernels) == 1
+    assert len(make_plan(normalize([square.reshape((64, 64))])[0], pack=True).kernels) == 1
 
 
 def test_a_fused_max_keeps_the_matmul_unpacked() -> None:
     """relu(A @ B) fuses a max that vector lanes do not compute (check_vector): the matmul is not packed."""
-    plan = make_plan(normalize([matmul(8, 16, 64, "ab").maximum(0.0)])[0])
+    plan = make_plan(normalize([matmul(8, 16, 64, "ab").maximum(0.0)])[0], pack=True)
     assert len(plan.kernels) == 1 and plan.kernels[0].opts.vector is None
 
 

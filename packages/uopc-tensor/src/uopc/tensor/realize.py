@@ -77,22 +77,23 @@ class Realizer:
 
         A plan this process has not seen is looked for in the backend's plan store first (a warm start:
         nothing is made or compiled); a plan made here is kept in the store for the next process."""
-        plan = self.plans.find(graph, opt)
-        key = plan_key(graph, opt) if backend.store is not None and plan is None else None
+        pack = backend.packs_matmuls
+        plan = self.plans.find(graph, opt, pack)
+        key = plan_key(graph, opt, pack) if backend.store is not None and plan is None else None
         restored = restore_plan(graph, opt, backend, key) if key is not None else None
         if restored is not None:
             plan, compiled = restored
-            self.plans.add_restored(graph, opt, plan)
+            self.plans.add_restored(graph, opt, plan, pack)
             self.compiled[plan] = {backend.name: compiled}
             self._count(compiled)
             return plan, compiled, True
         if plan is None:
-            plan, _ = self.plans.get(graph, opt)
+            plan, _ = self.plans.get(graph, opt, pack)
         on_device = self.compiled.setdefault(plan, {})
         if backend.name in on_device:
             return plan, on_device[backend.name], False
         if key is None and backend.store is not None:
-            key = plan_key(graph, opt)
+            key = plan_key(graph, opt, pack)
         compiled = on_device[backend.name] = compile_plan(plan, backend, key)
         self._count(compiled)
         return plan, compiled, True
