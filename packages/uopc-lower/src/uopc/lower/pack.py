@@ -7,7 +7,8 @@ packing copy writes B once into panels, panel p holding columns 64p .. 64p+63 fo
 tile's reduce loop then walks one contiguous block of memory, the same for every layout, and the copy
 (n k floats, against m n k multiply-adds) absorbs the layout. The packed matmul's loops put the panel
 outermost: a panel (64 k floats, 256 KiB at k = 1024) stays in the core's L2 cache while every row of A
-passes over it, which is the cache blocking.
+passes over it, which is the cache blocking. Where the reduce loop strides through A (A stored as (k, m), as
+in a weight's gradient x.T @ dy), A is packed the same way, into groups of the tile's four rows.
 """
 
 from __future__ import annotations
