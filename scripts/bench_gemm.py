@@ -13,6 +13,7 @@ of numpy runs, a pause; medians are over all the rounds' runs.
     python scripts/bench_gemm.py                                  # everything, 5 runs a block
     python scripts/bench_gemm.py --sizes 512 --ladder-size 512    # quicker
     python scripts/bench_gemm.py --out docs/outputs/bench_gemm.txt
+    python scripts/bench_gemm.py --no-ladder --sizes 64 128 256 --compare-unpacked   # where packing pays
 """
 
 from __future__ import annotations
@@ -68,8 +69,12 @@ def matmul_graph(n: int, layout: str) -> UOp:
 
 
 def plan_for(n: int, layout: str, opts: Opts | str) -> Plan:
-    """make_plan's plan for the matmul; with Opts, the plain kernel (no packing) under them instead."""
+    """The matmul's plan: "packed+threads", the C backend's default (make_plan with pack); "packed", the same
+    without threads; "unpacked", the plan of a backend that does not pack (choose_opts's tile and threads);
+    with Opts, the plain kernel under them."""
     graph, _ = normalize([matmul_graph(n, layout)])
+    if opts == "unpacked":
+        return make_plan(graph)
     if isinstance(opts, str):
         plan = make_plan(graph, pack=True)
         if opts == "packed":
@@ -167,18 +172,24 @@ def ladder(n: int, repeats: int) -> list[str]:
     return lines
 
 
-def layouts(sizes: list[int], repeats: int) -> list[str]:
+def layouts(sizes: list[int], repeats: int, unpacked: bool) -> list[str]:
+    """The default plan of each layout and size; with `unpacked`, also the plan without packing (choose_opts's
+    tile and threads on the plain matmul), to see from which size packing pays."""
     lines = []
     for n in sizes:
         a, b = operands(n)
         for product, layout in LAYOUTS.items():
-            run = uopc_runner(plan_for(n, layout, "packed+threads"), a, b, layout)
             numpy_run, _ = numpy_runner(a, b, layout)
-            uopc_s, numpy_s = blocks(run, numpy_run, repeats)
             torch_run = torch_runner(a, b, layout)
             torch_s = None if torch_run is None else blocks(torch_run, None, repeats)[0]
-            lines.append(row(f"{product}, n = {n}", n, uopc_s, numpy_s, torch_s))
-            print(lines[-1], flush=True)
+            plans = {f"{product}, n = {n}": "packed+threads"}
+            if unpacked:
+                plans[f"{product}, n = {n}, not packed"] = "unpacked"
+            for name, which in plans.items():
+                run = uopc_runner(plan_for(n, layout, which), a, b, layout)
+                uopc_s, numpy_s = blocks(run, numpy_run, repeats)
+                lines.append(row(name, n, uopc_s, numpy_s, torch_s))
+                print(lines[-1], flush=True)
     return lines
 
 
@@ -188,13 +199,17 @@ def main() -> None:
     parser.add_argument("--sizes", type=positive_int, nargs="+", default=[256, 512, 1024, 2048])
     parser.add_argument("--repeats", type=positive_int, default=5, help="timed runs per block (default 5)")
     parser.add_argument("--out", type=output_file, help="also write the table (markdown) to this file")
+    parser.add_argument("--no-ladder", action="store_true", help="only the layouts")
+    parser.add_argument("--compare-unpacked", action="store_true", help="also time each layout without packing")
     args = parser.parse_args()
 
     header = HEADER + "\n" + "| --- " + "| ---: " * 5 + "|"
     print(header, flush=True)
-    lines = ladder(args.ladder_size, args.repeats) + layouts(args.sizes, args.repeats)
+    steps = [] if args.no_ladder else ladder(args.ladder_size, args.repeats)
+    lines = steps + layouts(args.sizes, args.repeats, args.compare_unpacked)
     about = (
-        f"float32 matmuls: the ladder is A @ B at n = {args.ladder_size}, the other rows uopc's default plan; "
+        f"float32 matmuls: the ladder is A @ B at n = {args.ladder_size}, the other rows uopc's default plan "
+        "for the C backend; "
         f"medians of {ROUNDS} rounds of {args.repeats} runs, uopc and numpy (OpenBLAS) timed in alternating "
         f"blocks with {PAUSE_S} s pauses; {os.cpu_count()} CPUs ({platform.machine()}), CC={compiler()}, "
         f"CFLAGS={cflags()}, numpy {np.__version__}"

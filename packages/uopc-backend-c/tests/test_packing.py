@@ -19,7 +19,7 @@ Array = npt.NDArray[Any]
 
 @pytest.fixture(autouse=True)
 def pack_small_matmuls(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Pack matmuls of any size, so that odd shapes are cheap to test (the default packs 256^3 and up)."""
+    """Pack matmuls of any size, so that odd shapes are cheap to test (the default packs 128^3 and up)."""
     monkeypatch.setattr("uopc.lower.pack.PACK_MIN_WORK", 0)
 
 

@@ -21,7 +21,10 @@ from uopc.lower.opt import Opts, can_vectorize
 PANEL = 64  # columns of B per panel: one register tile's width, 4 vectors of 16 floats
 LANES = 16  # floats in one vector register of AVX-512
 TILE_ROWS = 4  # rows of A per register tile: 4 x 4 vector accumulators, with room for B's 4 vectors
-PACK_MIN_WORK = 1 << 24  # multiply-adds (m n k) from which packing pays: a 256^3 matmul
+# multiply-adds (m n k) from which a matmul is packed: 128^3. bench_gemm.py --compare-unpacked, all three
+# layouts, on a loaded 2-core machine: packed ran 0.9-1.05x the unpacked plan's speed at 64^3, 1.2x and more
+# at 128^3, 2.6-4.2x at 256^3
+PACK_MIN_WORK = 1 << 21
 
 
 @dataclass(frozen=True)
