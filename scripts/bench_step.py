@@ -29,8 +29,8 @@ import stamp
 from arguments import output_file, positive_int
 
 MEASURES = ["uopc-ir", "uopc-lower", "uopc-backend-c", "uopc-tensor"]  # the packages a step runs
-MLP = {"sizes": (784, 128, 10), "batch": 128}
-GPT = {"vocab": 65, "context": 32, "dim": 64, "layers": 2, "heads": 4, "batch": 8}
+MLP_BATCH, MLP_CLASSES = 128, 10
+GPT: dict[str, int] = {"vocab": 65, "context": 32, "dim": 64, "layers": 2, "heads": 4, "batch": 8}
 ROWS = [("mlp", "uopc eager"), ("mlp", "uopc captured"), ("mlp", "torch"), ("gpt", "uopc eager")]
 ROWS += [("gpt", "uopc captured"), ("gpt", "torch")]
 
@@ -41,9 +41,11 @@ Step = Callable[[np.ndarray[Any, Any], np.ndarray[Any, Any]], float]
 def batches(model: str, n: int) -> list[Batch]:
     rng = np.random.default_rng(0)
     if model == "mlp":
-        rows, classes = MLP["batch"], MLP["sizes"][-1]  # type: ignore[index]
         return [
-            (rng.standard_normal((rows, 784)).astype(np.float32), rng.integers(0, classes, rows).astype(np.int32))
+            (
+                rng.standard_normal((MLP_BATCH, 784)).astype(np.float32),
+                rng.integers(0, MLP_CLASSES, MLP_BATCH).astype(np.int32),
+            )
             for _ in range(n)
         ]
     tokens = [rng.integers(0, GPT["vocab"], (GPT["batch"], GPT["context"] + 1)).astype(np.int32) for _ in range(n)]
@@ -69,7 +71,7 @@ def uopc_step(model: str, captured: bool) -> Step:
         opt = AdamW(net.parameters(), lr=1e-3)
 
     def step(x: Tensor, y: Tensor) -> Tensor:
-        loss = net(x).cross_entropy(y)
+        loss: Tensor = net(x).cross_entropy(y)
         opt.zero_grad()
         loss.backward()
         opt.step(loss)
@@ -106,8 +108,9 @@ def torch_step(model: str, threads: int) -> Step:
 def torch_gpt(torch: Any) -> Any:
     """scripts/gpt.py's model in PyTorch: embeddings, pre-norm blocks of causal attention and a 4x ReLU MLP."""
     nn, dim = torch.nn, GPT["dim"]
+    base: Any = nn.Module
 
-    class Block(nn.Module):  # type: ignore[misc]
+    class Block(base):  # type: ignore[misc]
         def __init__(self) -> None:
             super().__init__()
             self.ln_1, self.ln_2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
@@ -120,7 +123,7 @@ def torch_gpt(torch: Any) -> Any:
             x = x + self.attn(h, h, h, attn_mask=mask, need_weights=False)[0]
             return x + self.mlp(self.ln_2(x))
 
-    class Model(nn.Module):  # type: ignore[misc]
+    class Model(base):  # type: ignore[misc]
         def __init__(self) -> None:
             super().__init__()
             self.wte, self.wpe = nn.Embedding(GPT["vocab"], dim), nn.Embedding(GPT["context"], dim)

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-import uopc.tensor.realize as realize_module
 from uopc.backend.c.runtime import CRuntime
+from uopc.lower import normalize
 from uopc.tensor import Tensor, TensorError, capture
 from uopc.tensor.nn import Dropout, Linear, ReLU, Sequential
 from uopc.tensor.optim import Adam
@@ -79,11 +79,11 @@ def test_a_replay_builds_no_graph_and_allocates_nothing(monkeypatch: pytest.Monk
 
         return wrapper
 
-    monkeypatch.setattr(realize_module, "normalize", counted("normalize", realize_module.normalize))
+    monkeypatch.setattr("uopc.tensor.realize.normalize", counted("normalize", normalize))
     monkeypatch.setattr(CRuntime, "allocate", counted("allocate", CRuntime.allocate))
     inputs = [(Tensor(x), Tensor(y)) for x, y in data[3:]]  # made before: their buffers are the caller's
-    for x, y in inputs:
-        run(x, y).item()
+    for images, labels in inputs:
+        run(images, labels).item()
     assert seen == []
 
 

@@ -7,11 +7,21 @@ how long each part lives. `capture` turns a training step into one that replays 
 """
 
 from uopc.ir import DType, dtypes
+from uopc.tensor.capture import Captured, capture
 from uopc.tensor.errors import TensorError, TensorIndexError
 from uopc.tensor.realize import Realizer, realizer
 from uopc.tensor.tensor import Tensor
-from uopc.tensor.capture import Captured, capture  # noqa: I001 - capture builds on Tensor
 
 __version__ = "0.1.0"
 
-__all__ = ["Captured", "DType", "Realizer", "Tensor", "TensorError", "TensorIndexError", "capture", "dtypes", "realizer"]
+__all__ = [
+    "Captured",
+    "DType",
+    "Realizer",
+    "Tensor",
+    "TensorError",
+    "TensorIndexError",
+    "capture",
+    "dtypes",
+    "realizer",
+]

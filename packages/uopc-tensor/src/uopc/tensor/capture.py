@@ -27,7 +27,6 @@ A replay returns new tensors over the capture's own buffers: the next call overw
 
 from __future__ import annotations
 
-import functools
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -199,8 +198,8 @@ class Captured(Generic[R]):
     """A step function, captured: see the module's docstring for what that means."""
 
     def __init__(self, fn: Callable[..., R]) -> None:
-        functools.update_wrapper(self, fn)
         self.fn, self.signature = fn, inspect.signature(fn)
+        self.name = str(getattr(fn, "__name__", None) or getattr(getattr(fn, "func", fn), "__name__", repr(fn)))
         self.specs: dict[str, ArgSpec] | None = None
         self.recordings: list[tuple[Recording, dict[str, UOp]]] = []
         self.replay: Replay | None = None
@@ -226,16 +225,16 @@ class Captured(Generic[R]):
             same = _spec(new) == spec if spec.tensor or isinstance(new, Tensor) else _same_value(spec.value, new)
             if not same:
                 raise TensorError(
-                    f"capture: {self.__name__} was captured with argument {name!r} as {spec.describe()}, and now "
+                    f"capture: {self.name} was captured with argument {name!r} as {spec.describe()}, and now "
                     f"gets {_spec(new).describe()}; call a new capture(...) of the step for the new form"
                 )
 
     def _record(self, tensors: dict[str, Tensor], args: Any, kwargs: Any) -> R:
-        recording = Recording(self.__name__)
+        recording = Recording(self.name)
         realizer.recording = recording
         try:
             result = self.fn(*args, **kwargs)
-            outs = _returned_tensors(result, self.__name__)
+            outs = _returned_tensors(result, self.name)
             if outs:
                 Tensor.realize(*outs)
         finally:
@@ -243,7 +242,7 @@ class Captured(Generic[R]):
         self.recordings.append((recording, {k: _node(t) for k, t in tensors.items()}))
         if len(self.recordings) == 2:
             (before, args_before), (last, args_last) = self.recordings
-            self.replay = Replay(self.__name__, before, last, (args_before, args_last))
+            self.replay = Replay(self.name, before, last, (args_before, args_last))
             self.returned = _returned_form(result, {node: name for name, node in args_last.items()})
             self.recordings = []
         return result
