@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 import stamp
-from arguments import output_file, positive_int
+from arguments import non_negative_int, output_file, positive_int
 
 MEASURES = ["uopc-ir", "uopc-lower", "uopc-backend-c", "uopc-tensor"]  # the packages a step runs
 MLP_BATCH, MLP_CLASSES = 128, 10
@@ -187,7 +187,7 @@ def table(results: dict[tuple[str, str], dict[str, Any] | None]) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=positive_int, default=30, help="timed steps per row (default 30)")
-    p.add_argument("--warmup", type=positive_int, default=3, help="untimed steps before them (default 3)")
+    p.add_argument("--warmup", type=non_negative_int, default=3, help="untimed steps before them (default 3)")
     p.add_argument("--out", type=output_file, help="also write the table (markdown) to this file, stamped")
     p.add_argument("--child", nargs=2, metavar=("MODEL", "RUN"), help=argparse.SUPPRESS)
     args = p.parse_args()
