@@ -12,9 +12,9 @@ stops doing it:
 - every later call is a replay: bind the new arguments' buffers, run the launch list, point the state
   tensors at their new values. No graph, no autodiff, no normalizing, no plan lookup, no allocation.
 
-What must not change between calls: which arguments are tensors, and each one's shape, dtype and device
-(refused with a TensorError naming the argument, its captured and its new form); any other argument's
-value (refused too). Python values read inside the step are frozen at capture: data a call makes in Python
+A lazy tensor argument is computed before the call. What must not change between calls: which arguments
+are tensors, and each one's shape, dtype and device (refused with a TensorError naming the argument, its
+captured and its new form); any other argument's value (refused too). Python values read inside the step are frozen at capture: data a call makes in Python
 (Tensor.rand for dropout, a value from a schedule) is refused at capture if calls 2 and 3 made it
 different, and kept otherwise. Reading a tensor's values inside the step (item(), numpy()) is refused
 while it is recorded: a replay would not read them. Index checks (labels, embedding indices) are kept and
@@ -134,7 +134,7 @@ class Replay:
             return Source(HERE, launch=made_now[now][0], at=made_now[now][1])
         if now in made_before:
             return Source(PREV, launch=made_before[now][0], at=made_before[now][1])
-        if now is then or _same_data(now, then):
+        if now is then or _same_data(launch.device, now, then):
             return Source(FIXED, node=now)
         spec = launch.plan.buffers[j]
         raise TensorError(
@@ -187,11 +187,12 @@ def _made(launches: Sequence[Launch]) -> dict[UOp, tuple[int, int]]:
     }
 
 
-def _same_data(a: UOp, b: UOp) -> bool:
+def _same_data(device: str, a: UOp, b: UOp) -> bool:
     """Whether two buffers hold the same bytes (a constant a step makes from Python at every call)."""
     if a.dtype is not b.dtype or a.arg.size != b.arg.size:
         return False
-    return bytes(realizer.buffers[a]) == bytes(realizer.buffers[b])
+    runtime = get_backend(device).runtime
+    return bool(runtime.to_numpy(realizer.buffers[a]).tobytes() == runtime.to_numpy(realizer.buffers[b]).tobytes())
 
 
 class Captured(Generic[R]):
