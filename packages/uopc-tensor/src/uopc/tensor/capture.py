@@ -12,14 +12,14 @@ stops doing it:
 - every later call is a replay: bind the new arguments' buffers, run the launch list, point the state
   tensors at their new values. No graph, no autodiff, no normalizing, no plan lookup, no allocation.
 
-A lazy tensor argument is computed before the call. What must not change between calls: which arguments
-are tensors, and each one's shape, dtype and device (refused with a TensorError naming the argument, its
-captured and its new form); any other argument's value (refused too). Python values read inside the step
-are frozen at capture: data a call makes in Python (Tensor.rand for dropout, a value from a schedule) is
-refused at capture if calls 2 and 3 made it different, and kept otherwise. Reading a tensor's values inside the step (item(), numpy()) is refused
-while it is recorded: a replay would not read them. Index checks (labels, embedding indices) are kept and
-run on each replay's arguments. A learning rate set with `opt.lr = ...` between calls reaches the replay
-(the setter writes the same buffer); other optimizer settings are frozen.
+A lazy tensor argument is computed before the call. What must not change between calls: which arguments are
+tensors, and each one's shape, dtype and device (refused with a TensorError naming the argument, its captured
+and its new form); any other argument's value (refused too). Python values read inside the step are frozen at
+capture: data a call makes in Python (Tensor.rand for dropout, a value from a schedule) is refused at capture
+if calls 2 and 3 made it different, and kept otherwise. Reading a tensor's values inside the step (item(),
+numpy()) is refused while it is recorded: a replay would not read them. Index checks (labels, embedding
+indices) are kept and run on each replay's arguments. A learning rate set with `opt.lr = ...` between calls
+reaches the replay (the setter writes the same buffer); other optimizer settings are frozen.
 
 A replay returns new tensors over the capture's own buffers: the next call overwrites them, so read them
 (item(), numpy()) before calling again. Gradients (`.grad`) are not updated by a replay.
