@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from uopc.backend.c.compiler import UNIT_BREAK
-from uopc.ir import AxisType, DType, Ops, UOp, UopcError, dtypes, vmax, vmin
+from uopc.ir import AxisType, DType, Ops, UOp, UopcError, dtypes, vmin
 from uopc.lower import LinearProgram, Param, Source, Step
 
 
