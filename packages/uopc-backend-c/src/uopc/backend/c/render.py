@@ -307,11 +307,16 @@ class _CWriter:
             self.line("}")
         for acc, name in sums:
             self.expr[acc] = name
-            total = self.lanes_total(f"{name}_lanes", acc.scalar_dtype)
-            self.line(f"{name} = {self.add(name, total, acc.scalar_dtype)};")
+            dt = acc.scalar_dtype
+            helper = f"lanes_sum_{dt.short}"
+            if helper not in self.helpers:
+                total = self.lanes_total("l", dt)  # first: it may need helpers of its own (bf16_round)
+                self.helpers[helper] = f"static inline {c_type(dt)} {helper}(const {c_type(dt)} l[{SUM_LANES}]) "
+                self.helpers[helper] += f"{{ return {total}; }}"
+            self.line(f"{name} = {self.add(name, f'{helper}({name}_lanes)', dt)};")
 
     def lanes_total(self, lanes: str, dt: DType) -> str:
-        """The lanes added pairwise, in a fixed order: ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7))."""
+        """The lanes added pairwise, in a fixed order: ((l[0]+l[1])+(l[2]+l[3]))+((l[4]+l[5])+(l[6]+l[7]))."""
         terms = [f"{lanes}[{i}]" for i in range(SUM_LANES)]
         while len(terms) > 1:
             terms = [self.add(a, b, dt) for a, b in zip(terms[::2], terms[1::2], strict=True)]
