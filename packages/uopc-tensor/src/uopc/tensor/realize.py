@@ -12,7 +12,8 @@ import os
 import time
 import weakref
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from uopc.ir import BufferArg, DType, Ops, UOp
@@ -35,6 +36,29 @@ if TYPE_CHECKING:
     from uopc.tensor.tensor import Tensor
 
 
+@dataclass
+class Launch:
+    """One realize of a recorded call: the device, the plan it ran, compiled, the BUFFER nodes it read (in plan order),
+    the arrays of all its plan buffers, and the BUFFER node it returned for each root."""
+
+    device: str
+    plan: Plan
+    compiled: CompiledPlan
+    inputs: list[UOp]
+    buffers: list[Any]
+    outputs: list[UOp]
+
+
+@dataclass
+class Recording:
+    """What one call of a captured step did (capture.py): its launches in order, and the index checks it
+    made on host values, each as the BUFFER node it read and the check to run on values like them."""
+
+    name: str
+    launches: list[Launch] = field(default_factory=list)
+    checks: list[tuple[UOp, Callable[[Any], None]]] = field(default_factory=list)
+
+
 class Realizer:
     """The state that realize keeps between calls, one per process (`realizer`). What lives how long:
 
@@ -54,6 +78,7 @@ class Realizer:
       `compile`, `load`) and `run`. scripts/bench_compile.py reads it around a training step.
     - `pages`: with VIZ=1, the folder of this process's stage viewer pages and their titles (viz.py); kept
       for the whole process, so that its index lists every page.
+    - `recording`: while capture.py records a call of a step, what that call launched; None otherwise.
     """
 
     def __init__(self) -> None:
@@ -64,6 +89,7 @@ class Realizer:
         self.compiled: weakref.WeakKeyDictionary[Plan, dict[str, CompiledPlan]] = weakref.WeakKeyDictionary()
         self.seconds: defaultdict[str, float] = defaultdict(float)
         self.pages = StagePages()
+        self.recording: Recording | None = None
         self._buffer_ids = itertools.count()
 
     def new_buffer(self, data: Any, dtype: DType) -> UOp:
@@ -167,6 +193,16 @@ def realize(roots: Sequence[UOp], device: str) -> list[UOp]:
     if page:
         number = realizer.pages.next_number()
         realizer.pages.write(RealizeRecord(number, device, graph, plan, compiled, planned, run_seconds))
-    return [
+    outputs = [
         inputs[o] if o < plan.n_inputs else realizer.new_buffer(buffers[o], plan.buffers[o].dtype) for o in plan.outputs
     ]
+    if realizer.recording is not None:
+        realizer.recording.launches.append(Launch(device, plan, compiled, inputs, buffers, outputs))
+    return outputs
+
+
+def buffer_node(value: UOp) -> UOp | None:
+    """The BUFFER node under a computed value (a BUFFER, or a BUFFER given its shape); None for a graph."""
+    if value.op is Ops.BUFFER:
+        return value
+    return value.src[0] if value.op is Ops.RESHAPE and value.src[0].op is Ops.BUFFER else None
