@@ -547,6 +547,41 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
     def __abs__(self) -> Tensor:
         return self.abs()
 
+    @_operator
+    def __lshift__(self, x: Operand) -> Tensor:
+        return self._bit_shift(x, "lshift", reverse=False)
+
+    @_operator
+    def __rlshift__(self, x: Operand) -> Tensor:
+        return self._bit_shift(x, "lshift", reverse=True)
+
+    @_operator
+    def __rshift__(self, x: Operand) -> Tensor:
+        return self._bit_shift(x, "rshift", reverse=False)
+
+    @_operator
+    def __rrshift__(self, x: Operand) -> Tensor:
+        return self._bit_shift(x, "rshift", reverse=True)
+
+    def _bit_shift(self, x: Operand, name: str, reverse: bool) -> Tensor:
+        """a << b and a >> b as numpy's on integers: a times, or floor-divided by, 2 ** b. The IR has no shift
+        op, and these two are what a shift means on two's-complement integers, so they need none. A shift by
+        the dtype's width or more, or by a negative amount, gives 0 (-1 for a negative a shifted right), as
+        numpy's does; two bools shift as int8, as in numpy."""
+        a, b, sources = self._operands(x, name, reverse)
+        if a.scalar_dtype.is_bool:
+            a, b = a.cast(dtypes.int8), b.cast(dtypes.int8)
+        dt = a.scalar_dtype
+        if not dt.is_int:
+            raise TensorError(f"{name}: shifts take integer or bool operands, got {dt.name}")
+        if name == "lshift":
+            fits = (b >= 0) & (b < dt.bits)
+            return self._derive(fits.where(a * _power_of_two(fits.where(b, 0)), 0), *sources)
+        # 2 ** (bits - 1) does not fit a signed dtype: shifting by bits - 1 keeps only the sign, as beyond
+        fits = (b >= 0) & (b < dt.bits - (1 if dt.kind == "int" else 0))
+        beyond = (a < 0).where(a.const_like(-1), a.const_like(0)) if dt.kind == "int" else a.const_like(0)
+        return self._derive(fits.where(a // _power_of_two(fits.where(b, 0)), beyond), *sources)
+
     def _assign(self, new: Tensor, op: str) -> Tensor:
         """`t op= x` changes t itself, as in numpy and PyTorch, so every name for t sees the new value: `p -= lr * g`
         on a model's parameter updates the model. (Python would otherwise rebind the name `p` alone, and the model
@@ -1592,6 +1627,11 @@ def _integer_power(base: UOp, exponent: UOp) -> UOp:
         result = (exponent & round_to(dt, 1 << bit)).ne(0).where(result * base, result)
     unit = base.eq(1) | base.eq(round_to(dt, -1))
     return ((exponent < 0) & unit.logical_not()).where(0, result)
+
+
+def _power_of_two(exponent: UOp) -> UOp:
+    """2 ** exponent in the exponent's integer dtype, for 0 <= exponent < its width (wrapping at the top bit)."""
+    return _integer_power(exponent.const_like(2), exponent)
 
 
 def _python_scalar(v: Any, op: str) -> Scalar:
