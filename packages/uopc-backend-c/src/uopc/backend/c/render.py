@@ -192,8 +192,11 @@ class _CWriter:
         self.lines.append("  " * self.depth + text)
 
     def inlined(self, u: UOp) -> bool:
+        """Whether u's expression is written where its one user is. Not if it reads an accumulator: it must
+        read the value the accumulator has where u is (before this iteration's update), not where its user is."""
         users = self.users.get(u, [])
-        return len(users) == 1 and self.block[users[0]] is self.block[u]
+        reads_acc = any(s.op is Ops.DEFINE_ACC for s in u.src)
+        return len(users) == 1 and self.block[users[0]] is self.block[u] and not reads_acc
 
     def alu(self, u: UOp) -> str:
         operands = [self.expr[s] for s in u.src]
@@ -254,7 +257,8 @@ class _CWriter:
         elif u.op is Ops.DEFINE_ACC:
             self.value(u, self.expr[u.src[0]], "acc")
         elif u.op is Ops.ACCUMULATE:
-            self.line(f"{self.expr[u.src[0]]} = {self.alu(UOp(u.arg, u.dtype, (u.src[0], u.src[1])))};")
+            update = self.expr[u.src[1]] if u.arg is None else self.alu(UOp(u.arg, u.dtype, (u.src[0], u.src[1])))
+            self.line(f"{self.expr[u.src[0]]} = {update};")
         elif u.op is Ops.END:
             if u.src[0].op is not Ops.STORE:
                 self.expr[u] = self.expr[u.src[0].src[0]] if u.src[0].op is Ops.ACCUMULATE else self.expr[u.src[0]]
