@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypeGuard, cast
 
 import numpy as np
 
-from uopc.ir import DType, OpMixin, Ops, UOp, dtypes, operand_kinds, prod, promote, round_to
+from uopc.ir import DType, OpMixin, Ops, UOp, dtypes, operand_kinds, prod, promote, round_to, toposort
 from uopc.lower import get_backend
+from uopc.tensor.attention import online_attention
 from uopc.tensor.autodiff import compute_gradients
 from uopc.tensor.errors import TensorError, TensorIndexError
 from uopc.tensor.realize import realize, realizer
@@ -343,9 +344,10 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
             raise TensorError(f"backward() needs a float loss, this one is {self.dtype.name}")
         if not self.requires_grad:  # there would be no gradient anywhere, and nothing would say so
             raise TensorError("backward(): the loss depends on no tensor that requires grad, or was made in no_grad")
-        in_graph = set(self.uop.toposort())
+        custom = realizer.custom_gradients  # the outputs of kernels written in UOps lead back by these
+        in_graph = set(toposort(self.uop, lambda u: custom[u].sources if u in custom else u.src))
         leaves = [t for t in realizer.leaves.values() if t.requires_grad and t.uop in in_graph]
-        grads = compute_gradients(self.uop, [t.uop for t in leaves])
+        grads = compute_gradients(self.uop, [t.uop for t in leaves], realizer.custom_gradients)
         for t in leaves:
             if t.uop in grads:
                 g = Tensor(grads[t.uop], device=t.device)
@@ -1553,12 +1555,17 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         attn_mask: Tensor | None = None,
         is_causal: bool = False,
         scale: builtins.float | None = None,
+        *,
+        kernel: str = "plain",
     ) -> Tensor:
         """softmax(q k^T scale + mask) v for queries (this tensor, (..., L, E)), keys (..., S, E) and values
         (..., S, Ev), as torch.nn.functional.scaled_dot_product_attention: scale defaults to 1/sqrt(E); a
         bool attn_mask says which keys each query may see (True: it may), a float one is added to the
-        scores; is_causal lets query i see keys 0..i. A query that may see no key at all gets 0s. The scores
-        are materialized: this is the plain composition."""
+        scores; is_causal lets query i see keys 0..i. A query that may see no key at all gets 0s.
+
+        kernel="plain" materializes the scores (the composition below); kernel="online" computes each query
+        in one pass over the keys with online softmax, in a kernel of its own (uopc.tensor.attention), for
+        q, k and v of one leading shape and no attn_mask."""
         if self.ndim < 2 or key.ndim < 2 or value.ndim < 2 or key.shape[-2] != value.shape[-2]:
             raise TensorError(
                 f"scaled_dot_product_attention: query {self.shape}, key {key.shape} and value {value.shape} "
@@ -1567,6 +1574,15 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         if is_causal and attn_mask is not None:
             raise TensorError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
         factor = 1.0 / math.sqrt(self.shape[-1]) if scale is None else scale
+        if kernel == "online":
+            if attn_mask is not None or not self.shape[:-2] == key.shape[:-2] == value.shape[:-2]:
+                raise TensorError(
+                    f"scaled_dot_product_attention (online): takes no attn_mask, and q, k and v of one leading "
+                    f"shape; got query {self.shape}, key {key.shape} and value {value.shape}"
+                )
+            return online_attention(self, key, value, is_causal, factor)
+        if kernel != "plain":
+            raise TensorError(f"scaled_dot_product_attention: kernel is 'plain' or 'online', not {kernel!r}")
         scores = (self @ key.transpose(-2, -1)) * factor
         if is_causal:
             length, keys = scores.shape[-2:]
