@@ -16,7 +16,7 @@ Array = npt.NDArray[Any]
 CASES = [(2, 3, 17, 17, 8), (1, 2, 31, 19, 16), (2, 1, 5, 29, 4), (1, 1, 1, 1, 3), (1, 4, 65, 65, 64)]
 
 
-@pytest.mark.parametrize("kernel", ["plain", "online"])
+@pytest.mark.parametrize("kernel", ["plain", "online", "tiled"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("case", CASES)
 def test_attention_matches_torch(case: tuple[int, ...], causal: bool, kernel: str) -> None:

@@ -98,6 +98,65 @@ def online_attention_kernel(
     return Kernel(name, sink(*(s.end(row) for s in stores)), Opts(thread=0))
 
 
+def tiled_attention_kernel(
+    heads: int, length: int, keys: int, dim: int, value_dim: int, causal: bool, scale: float, dtype: DType
+) -> Kernel:
+    """The flash-attention algorithm, in UOps: a block of QUERY_BLOCK queries walks the keys a block of
+    KEY_BLOCK at a time. Per key block, a first pass finds each query's new maximum, a second adds up
+    exp(s - max) and exp(s - max) * v; the running sums are rescaled once per key block, not once per key.
+    The queries of a block share every load of k and v. Slots as in `online_attention_kernel`.
+
+    A block that runs past the last query repeats it (the same values, stored twice); keys past the last,
+    and a causal query's future keys, get a score of -inf. The scores are computed twice (once per pass)
+    rather than kept: nothing of size QUERY_BLOCK * KEY_BLOCK is held between the passes."""
+    out, lse = UOp.define_global(0, heads * length * value_dim, dtype), UOp.define_global(1, heads * length, dtype)
+    q, k = UOp.define_global(2, heads * length * dim, dtype), UOp.define_global(3, heads * keys * dim, dtype)
+    v = UOp.define_global(4, heads * keys * value_dim, dtype)
+    query_blocks = -(-length // QUERY_BLOCK)
+    block = range_(heads * query_blocks, 0)
+    head, first = block // query_blocks, block % query_blocks * QUERY_BLOCK
+    queries = [(first + t).minimum(length - 1) for t in range(QUERY_BLOCK)]
+    seen = (queries[-1] + 1).minimum(keys) if causal else UOp.const(keys, dtypes.index)
+    key_block = range_((seen + KEY_BLOCK - 1) // KEY_BLOCK, 1, AxisType.REDUCE)
+
+    def score(i: UOp, jj: UOp, e: UOp) -> tuple[UOp, UOp]:
+        """q_i . k_j * scale, -inf where query i may not see key j; and j's row of k and v."""
+        j = key_block * KEY_BLOCK + jj
+        visible = (j < keys) & (j <= i) if causal else j < keys
+        row = head * keys + j.minimum(keys - 1)
+        dot = UOp(Ops.REDUCE, dtype, (q.load((head * length + i) * dim + e) * k.load(row * dim + e), e), Ops.ADD)
+        return visible.where(dot * scale, -math.inf), row
+
+    first_pass = (range_(KEY_BLOCK, 2, AxisType.REDUCE), range_(dim, 3, AxisType.REDUCE))
+    second_pass = (range_(KEY_BLOCK, 4, AxisType.REDUCE), range_(dim, 5, AxisType.REDUCE))
+    stores = []
+    for t, i in enumerate(queries):
+        m, total, *acc = (_accumulator(dtype, -math.inf if n == 0 else 0.0, block, t * 1000 + n) for n in range(2 + value_dim))
+        block_max = UOp(Ops.REDUCE, dtype, (score(i, *first_pass)[0], first_pass[0]), Ops.MAX)
+        new_m = m.maximum(block_max)
+        s, row = score(i, *second_pass)
+        weight = (s - new_m).exp()
+        rescale = (m - new_m).exp()
+
+        def summed(x: UOp) -> UOp:
+            return UOp(Ops.REDUCE, dtype, (x, second_pass[0]), Ops.ADD)
+
+        def assign(a: UOp, value: UOp) -> UOp:
+            return UOp(Ops.ACCUMULATE, dtype, (a, value, key_block), None).end(key_block)
+
+        m_end, total_end = assign(m, new_m), assign(total, total * rescale + summed(weight))
+        outs = [assign(a, a * rescale + summed(weight * v.load(row * value_dim + c))) for c, a in enumerate(acc)]
+        r = head * length + i
+        stores += [out.store(r * value_dim + c, o / total_end) for c, o in enumerate(outs)]
+        stores.append(lse.store(r, m_end + total_end.log()))
+    name = f"attention_tiled_{heads}_{length}_{keys}_{dim}" + ("_causal" if causal else "")
+    return Kernel(name, sink(*(st.end(block) for st in stores)), Opts(thread=0))
+
+
+QUERY_BLOCK = 4  # queries that share each load of a key and a value
+KEY_BLOCK = 16  # keys between two rescalings of the running sums
+
+
 def _accumulator(dtype: DType, start: float, row: UOp, number: int) -> UOp:
     """A running value of query `row`, declared in its loop: number tells apart those that start alike."""
     return UOp(Ops.DEFINE_ACC, dtype, (UOp.const(start, dtype), row), number)
@@ -106,19 +165,21 @@ def _accumulator(dtype: DType, start: float, row: UOp, number: int) -> UOp:
 # ---- the function, with its gradient ----
 
 
-def online_attention(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, scale: float) -> Tensor:
-    """softmax(q k^T scale) v over the last two axes, by the online kernel; the gradient recomputes."""
+def kernel_attention(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, scale: float, kernel: str) -> Tensor:
+    """softmax(q k^T scale) v over the last two axes, by the "online" or the "tiled" kernel; the gradient
+    recomputes the probabilities from the log-sum-exp the kernel saves."""
     lead, (length, dim), (keys, value_dim) = q.shape[:-2], q.shape[-2:], v.shape[-2:]
     heads = math.prod(lead)
     if q.dtype not in (dtypes.float32, dtypes.float64) or not q.dtype is k.dtype is v.dtype:
         raise TensorError(
-            f"attention (online): q, k and v must all be float32 or all float64, got "
+            f"attention ({kernel}): q, k and v must all be float32 or all float64, got "
             f"{q.dtype.name}, {k.dtype.name} and {v.dtype.name}"
         )
-    kernel = online_attention_kernel(heads, length, keys, dim, value_dim, is_causal, scale, q.dtype)
+    build = {"online": online_attention_kernel, "tiled": tiled_attention_kernel}[kernel]
+    program = build(heads, length, keys, dim, value_dim, is_causal, scale, q.dtype)
     flat_q, flat_k, flat_v = q.reshape(heads, length, dim), k.reshape(heads, keys, dim), v.reshape(heads, keys, value_dim)
     out, lse = run_kernel(
-        kernel, [flat_q, flat_k, flat_v], [((heads, length, value_dim), q.dtype), ((heads, length, 1), q.dtype)]
+        program, [flat_q, flat_k, flat_v], [((heads, length, value_dim), q.dtype), ((heads, length, 1), q.dtype)]
     )
     if any(t.requires_grad for t in (q, k, v)) and type(q)._grad_enabled:
         backward = _backward(flat_q, flat_k, flat_v, out, lse, is_causal, scale)

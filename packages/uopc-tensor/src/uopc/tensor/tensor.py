@@ -20,7 +20,7 @@ import numpy as np
 
 from uopc.ir import DType, OpMixin, Ops, UOp, dtypes, operand_kinds, prod, promote, round_to, toposort
 from uopc.lower import get_backend
-from uopc.tensor.attention import online_attention
+from uopc.tensor.attention import kernel_attention
 from uopc.tensor.autodiff import compute_gradients
 from uopc.tensor.errors import TensorError, TensorIndexError
 from uopc.tensor.realize import realize, realizer
@@ -1563,9 +1563,10 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         bool attn_mask says which keys each query may see (True: it may), a float one is added to the
         scores; is_causal lets query i see keys 0..i. A query that may see no key at all gets 0s.
 
-        kernel="plain" materializes the scores (the composition below); kernel="online" computes each query
-        in one pass over the keys with online softmax, in a kernel of its own (uopc.tensor.attention), for
-        q, k and v of one leading shape and no attn_mask."""
+        kernel="plain" materializes the scores (the composition below). kernel="online" computes each query
+        in one pass over the keys with online softmax, and kernel="tiled" blocks of queries over blocks of
+        keys (flash attention), each in a kernel of its own (uopc.tensor.attention), for q, k and v of one
+        leading shape and no attn_mask."""
         if self.ndim < 2 or key.ndim < 2 or value.ndim < 2 or key.shape[-2] != value.shape[-2]:
             raise TensorError(
                 f"scaled_dot_product_attention: query {self.shape}, key {key.shape} and value {value.shape} "
@@ -1574,15 +1575,15 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         if is_causal and attn_mask is not None:
             raise TensorError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
         factor = 1.0 / math.sqrt(self.shape[-1]) if scale is None else scale
-        if kernel == "online":
+        if kernel in ("online", "tiled"):
             if attn_mask is not None or not self.shape[:-2] == key.shape[:-2] == value.shape[:-2]:
                 raise TensorError(
-                    f"scaled_dot_product_attention (online): takes no attn_mask, and q, k and v of one leading "
+                    f"scaled_dot_product_attention ({kernel}): takes no attn_mask, and q, k and v of one leading "
                     f"shape; got query {self.shape}, key {key.shape} and value {value.shape}"
                 )
-            return online_attention(self, key, value, is_causal, factor)
+            return kernel_attention(self, key, value, is_causal, factor, kernel)
         if kernel != "plain":
-            raise TensorError(f"scaled_dot_product_attention: kernel is 'plain' or 'online', not {kernel!r}")
+            raise TensorError(f"scaled_dot_product_attention: kernel is 'plain', 'online' or 'tiled', not {kernel!r}")
         scores = (self @ key.transpose(-2, -1)) * factor
         if is_causal:
             length, keys = scores.shape[-2:]
