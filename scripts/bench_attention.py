@@ -9,8 +9,11 @@ it stood before the last call (the kernel's high-water mark, reset through /proc
 glibc returning every block above 64 KiB at once (MALLOC_MMAP_THRESHOLD_), so freed memory does not hide
 the next call's. PyTorch is left out if it is not installed.
 
+A second table times a training step (forward, backward, AdamW) of the GPT that `hatch run gpt` trains
+(scripts/gpt.py, its default size, on random characters) with each of uopc's three kernels in its attention.
+
     python scripts/bench_attention.py                                  # 128 .. 4096
-    python scripts/bench_attention.py --lengths 128 512 --repeats 3
+    python scripts/bench_attention.py --lengths 128 512 --repeats 3 --gpt-steps 0
     python scripts/bench_attention.py --out docs/outputs/bench_attention.txt
 """
 
@@ -29,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import stamp
-from arguments import output_file, positive_int
+from arguments import non_negative_int, output_file, positive_int
 
 FORMS = ["plain", "online", "tiled", "torch"]
 DIM = 64
@@ -60,8 +63,33 @@ def attention_call(form: str, length: int) -> Callable[[], None]:
     return lambda: uq.scaled_dot_product_attention(uk, uv, is_causal=True, kernel=form).numpy()  # type: ignore[no-any-return]
 
 
+def gpt_step_call(form: str) -> Callable[[], None]:
+    """One training step of the default GPT (train_gpt.py's "small" preset) with `form` in every attention."""
+    from gpt import GPT, Config
+
+    from uopc.tensor import Tensor
+    from uopc.tensor.optim import AdamW
+
+    Tensor.manual_seed(0)
+    model = GPT(Config(vocab_size=65, block_size=64, dim=64, heads=4, layers=2))
+    for block in model.h:
+        block.attn.attn.kernel = form
+    opt = AdamW(model.parameters(), lr=1e-3)
+    rng = np.random.default_rng(0)
+
+    def step() -> None:
+        tokens = rng.integers(0, 65, (32, 65)).astype(np.int32)
+        loss = model(Tensor(tokens[:, :-1])).cross_entropy(Tensor(tokens[:, 1:]))
+        opt.zero_grad()
+        loss.backward()
+        opt.step(loss)
+        loss.item()
+
+    return step
+
+
 def child(form: str, length: int, repeats: int) -> dict[str, float]:
-    call = attention_call(form, length)
+    call = gpt_step_call(form) if length == 0 else attention_call(form, length)
     start = time.perf_counter()
     call()
     first = time.perf_counter() - start
@@ -106,6 +134,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lengths", type=positive_int, nargs="+", default=[128, 256, 512, 1024, 2048, 4096])
     parser.add_argument("--repeats", type=positive_int, default=5, help="timed calls after the warm-up (default 5)")
+    parser.add_argument("--gpt-steps", type=non_negative_int, default=10, help="timed GPT steps (10; 0: none)")
     parser.add_argument("--out", type=output_file, help="also write the table (markdown) to this file")
     args = parser.parse_args()
     forms = [f for f in FORMS if f != "torch" or importlib.util.find_spec("torch") is not None]
@@ -119,6 +148,15 @@ def main() -> None:
         f"warm-up, and the peak rise of resident memory during one call; {stamp.thread_count()} threads"
     )
     text = f"{header}\n\n{table(results, forms, args.lengths)}\n"
+    if args.gpt_steps:
+        steps = {form: measure(form, 0, args.gpt_steps) for form in FORMS[:3]}
+        rows = [f"| {form} | {r['median_ms']:.1f} |" for form, r in steps.items()]
+        text += (
+            f"\nA training step of the default GPT (2 layers, 4 heads of 16, context 64, batch 32): median of "
+            f"{args.gpt_steps} steps after the first\n\n| attention | step (ms) |\n| --- | ---: |\n"
+            + "\n".join(rows)
+            + "\n"
+        )
     print(text)
     if args.out is not None:
         stamp.write(args.out, text, [*MEASURES, __file__])

@@ -13,6 +13,7 @@ import pytest
 
 from uopc.ir import dtypes
 from uopc.tensor import Tensor, TensorError
+from uopc.tensor.nn import CausalSelfAttention, MultiHeadAttention
 from uopc.tensor.attention import QUERY_BLOCK, online_attention_kernel, tiled_attention_kernel
 
 Array = npt.NDArray[Any]
@@ -131,3 +132,24 @@ def test_refusals_name_the_problem() -> None:
         h.scaled_dot_product_attention(h, h, kernel="tiled")
     with pytest.raises(TensorError, match="kernel is 'plain', 'online' or 'tiled', not 'flash'"):
         q.scaled_dot_product_attention(q, q, kernel="flash")
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_multi_head_attention_with_a_kernel_matches_the_plain_module(kernel: str) -> None:
+    x = np.random.default_rng(5).standard_normal((2, 9, 8)).astype(np.float32)
+    results = []
+    for name in ("plain", kernel):
+        Tensor.manual_seed(0)
+        layer = CausalSelfAttention(8, 2, kernel=name)
+        tx = Tensor(x, requires_grad=True)
+        out = layer(tx)
+        out.square().sum().backward()
+        assert tx.grad is not None and layer.attn.in_proj_weight.grad is not None
+        results.append([out.numpy(), tx.grad.numpy(), layer.attn.in_proj_weight.grad.numpy()])
+    for got, want in zip(results[1], results[0], strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_multi_head_attention_refuses_an_unknown_kernel() -> None:
+    with pytest.raises(TensorError, match="MultiHeadAttention: kernel is 'plain', 'online' or 'tiled', not 'fast'"):
+        MultiHeadAttention(8, 2, kernel="fast")
