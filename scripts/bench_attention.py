@@ -36,7 +36,7 @@ from arguments import non_negative_int, output_file, positive_int
 
 FORMS = ["plain", "online", "tiled", "torch"]
 DIM = 64
-MEASURES = ["packages/uopc-ir/src", "packages/uopc-lower/src", "packages/uopc-backend-c/src", "packages/uopc-tensor/src"]
+MEASURES = [f"packages/uopc-{p}/src" for p in ("ir", "lower", "backend-c", "tensor")]
 
 
 def resident_kib(field: str) -> int:
@@ -47,7 +47,7 @@ def resident_kib(field: str) -> int:
     raise RuntimeError(f"/proc/self/status has no {field}")
 
 
-def attention_call(form: str, length: int) -> Callable[[], None]:
+def attention_call(form: str, length: int) -> Callable[[], object]:
     """One causal attention of the given form on fresh random inputs, computed to the end."""
     rng = np.random.default_rng(length)
     q, k, v = (rng.standard_normal((1, length, DIM)).astype(np.float32) for _ in range(3))
@@ -60,20 +60,22 @@ def attention_call(form: str, length: int) -> Callable[[], None]:
     from uopc.tensor import Tensor
 
     uq, uk, uv = Tensor(q), Tensor(k), Tensor(v)
-    return lambda: uq.scaled_dot_product_attention(uk, uv, is_causal=True, kernel=form).numpy()  # type: ignore[no-any-return]
+    return lambda: uq.scaled_dot_product_attention(uk, uv, is_causal=True, kernel=form).numpy()
 
 
-def gpt_step_call(form: str) -> Callable[[], None]:
+def gpt_step_call(form: str) -> Callable[[], object]:
     """One training step of the default GPT (train_gpt.py's "small" preset) with `form` in every attention."""
     from gpt import GPT, Config
 
     from uopc.tensor import Tensor
+    from uopc.tensor.nn import MultiHeadAttention
     from uopc.tensor.optim import AdamW
 
     Tensor.manual_seed(0)
     model = GPT(Config(vocab_size=65, block_size=64, dim=64, heads=4, layers=2))
-    for block in model.h:
-        block.attn.attn.kernel = form
+    for module in model.modules():
+        if isinstance(module, MultiHeadAttention):
+            module.kernel = form
     opt = AdamW(model.parameters(), lr=1e-3)
     rng = np.random.default_rng(0)
 
@@ -116,7 +118,8 @@ def measure(form: str, length: int, repeats: int) -> dict[str, float]:
 
 
 def table(results: dict[tuple[str, int], dict[str, float]], forms: list[str], lengths: list[int]) -> str:
-    head = "| length | " + " | ".join(f"{f} (ms)" for f in forms) + " | " + " | ".join(f"{f} (MiB)" for f in forms) + " |"
+    columns = [f"{f} (ms)" for f in forms] + [f"{f} (MiB)" for f in forms]
+    head = "| length | " + " | ".join(columns) + " |"
     rule = "| ---: |" + " ---: |" * (2 * len(forms))
     rows = [head, rule]
     for n in lengths:

@@ -13,8 +13,8 @@ import pytest
 
 from uopc.ir import dtypes
 from uopc.tensor import Tensor, TensorError
-from uopc.tensor.nn import CausalSelfAttention, MultiHeadAttention
 from uopc.tensor.attention import QUERY_BLOCK, online_attention_kernel, tiled_attention_kernel
+from uopc.tensor.nn import CausalSelfAttention, MultiHeadAttention
 
 Array = npt.NDArray[Any]
 SHAPES = [(2, 7, 7, 5, 5), (1, 13, 9, 8, 3), (3, 5, 11, 4, 6), (1, 1, 1, 2, 1), (2, 33, 33, 16, 16), (1, 6, 40, 3, 2)]
@@ -123,7 +123,7 @@ def test_a_tile_past_the_last_query_stores_nothing_wrong() -> None:
 
 def test_refusals_name_the_problem() -> None:
     q = Tensor(np.ones((1, 3, 2), np.float32))
-    with pytest.raises(TensorError, match="online.*takes no attn_mask"):
+    with pytest.raises(TensorError, match=r"online.*takes no attn_mask"):
         q.scaled_dot_product_attention(q, q, attn_mask=Tensor(np.ones((3, 3), bool)), kernel="online")
     with pytest.raises(TensorError, match=r"online.*query \(1, 3, 2\), key \(3, 2\)"):
         q.scaled_dot_product_attention(Tensor(np.ones((3, 2), np.float32)), q, kernel="online")

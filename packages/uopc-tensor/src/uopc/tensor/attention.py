@@ -29,7 +29,9 @@ if TYPE_CHECKING:
     from uopc.tensor.tensor import Tensor
 
 
-def run_kernel(kernel: Kernel, inputs: Sequence[Tensor], outputs: Sequence[tuple[tuple[int, ...], DType]]) -> list[Tensor]:
+def run_kernel(
+    kernel: Kernel, inputs: Sequence[Tensor], outputs: Sequence[tuple[tuple[int, ...], DType]]
+) -> list[Tensor]:
     """Run a kernel written in UOps on tensors: the custom-kernel entry of the tensor library.
 
     The kernel's buffer slots are its outputs first (0 .. len(outputs) - 1), then its inputs, in order; each
@@ -131,7 +133,8 @@ def tiled_attention_kernel(
     second_pass = (range_(KEY_BLOCK, 4, AxisType.REDUCE), range_(dim, 5, AxisType.REDUCE))
     stores = []
     for t, i in enumerate(queries):
-        m, total, *acc = (_accumulator(dtype, -math.inf if n == 0 else 0.0, block, t * 1000 + n) for n in range(2 + value_dim))
+        numbers = range(t * (2 + value_dim), (t + 1) * (2 + value_dim))  # the first is the running maximum
+        m, total, *acc = (_accumulator(dtype, 0.0 if n % (2 + value_dim) else -math.inf, block, n) for n in numbers)
         block_max = UOp(Ops.REDUCE, dtype, (score(i, *first_pass)[0], first_pass[0]), Ops.MAX)
         new_m = m.maximum(block_max)
         s, row = score(i, *second_pass)
@@ -177,7 +180,8 @@ def kernel_attention(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, scale: fl
         )
     build = {"online": online_attention_kernel, "tiled": tiled_attention_kernel}[kernel]
     program = build(heads, length, keys, dim, value_dim, is_causal, scale, q.dtype)
-    flat_q, flat_k, flat_v = q.reshape(heads, length, dim), k.reshape(heads, keys, dim), v.reshape(heads, keys, value_dim)
+    flat_q, flat_k = q.reshape(heads, length, dim), k.reshape(heads, keys, dim)
+    flat_v = v.reshape(heads, keys, value_dim)
     out, lse = run_kernel(
         program, [flat_q, flat_k, flat_v], [((heads, length, value_dim), q.dtype), ((heads, length, 1), q.dtype)]
     )

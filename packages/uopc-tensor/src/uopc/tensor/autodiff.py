@@ -131,9 +131,7 @@ class CustomGradient:
     rule: Callable[[UOp], tuple[UOp | None, ...]]
 
 
-def _pass_back(
-    u: UOp, g: UOp, custom: Mapping[UOp, CustomGradient]
-) -> tuple[Sequence[UOp], tuple[UOp | None, ...]]:
+def _pass_back(u: UOp, g: UOp, custom: Mapping[UOp, CustomGradient]) -> tuple[Sequence[UOp], tuple[UOp | None, ...]]:
     """u's sources and the gradient each gets from u's gradient g, by u's custom rule or its op's."""
     if u in custom:
         return custom[u].sources, custom[u].rule(g)
