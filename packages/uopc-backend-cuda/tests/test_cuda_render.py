@@ -115,4 +115,4 @@ def test_float_floor_division_and_modulo_render_numpys_helpers(kernels_of: Kerne
     (kernel,) = kernels_of((x // y) + (x % y))
     source = render_cuda([lower_gpu(kernel)])
     assert "static __device__ inline float floordiv_f32(float a, float b) { if (b == 0) return a / b;" in source
-    assert "static __device__ inline float floormod_f32(float a, float b) { float m = fmod(a, b);" in source
+    assert "static __device__ inline float floormod_f32(float a, float b) { float m = fmodf(a, b);" in source

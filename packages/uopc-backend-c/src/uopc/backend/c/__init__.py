@@ -16,7 +16,16 @@ from uopc.backend.c.compiler import (
     build_library,
 )
 from uopc.backend.c.program import ArgumentError, Program, numpy_dtype
-from uopc.backend.c.render import CRenderer, RenderError, batch_source, c_literal, render_c, render_kernel
+from uopc.backend.c.render import (
+    C_OPS,
+    CRenderer,
+    RenderError,
+    batch_source,
+    c_literal,
+    helper_body,
+    render_c,
+    render_kernel,
+)
 from uopc.backend.c.runtime import CExecutable, CRuntime
 from uopc.backend.c.store import CPlanStore
 
@@ -24,6 +33,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "C_BACKEND",
+    "C_OPS",
     "DEFAULT_CFLAGS",
     "ArgumentError",
     "CCompiler",
@@ -40,6 +50,7 @@ __all__ = [
     "build_cached",
     "build_library",
     "c_literal",
+    "helper_body",
     "numpy_dtype",
     "render_c",
     "render_kernel",

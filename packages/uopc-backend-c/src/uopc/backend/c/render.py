@@ -99,9 +99,9 @@ _HELPER_BODIES = {
     # floats as numpy's npy_divmod (and Python's float divmod): the remainder is fmod's, exact, moved to the
     # divisor's sign; the quotient is rounded from (a - mod) / b. By zero: a / b, and fmod's NaN.
     ("floordiv", "float"): "if (b == 0) return a / b; W m = fmod(a, b); W d = (a - m) / b; "
-    "if (m != 0 && ((b < 0) != (m < 0))) d -= 1; if (d == 0) return copysign(0, a / b); "
+    "if (m != 0 && ((b < 0) != (m < 0))) d -= 1; if (d == 0) return copysign((W)0, a / b); "
     "W f = floor(d); return d - f > 0.5 ? f + 1 : f;",
-    ("floormod", "float"): "W m = fmod(a, b); if (m == 0) return copysign(0, b); "
+    ("floormod", "float"): "W m = fmod(a, b); if (m == 0) return copysign((W)0, b); "
     "return (m == m && (b < 0) != (m < 0)) ? m + b : m;",
     ("max", "float"): "return (a > b || a != a) ? a : b;",
     ("min", "float"): "return (a < b || a != a) ? a : b;",
@@ -110,16 +110,23 @@ _HELPER_BODIES = {
 }
 
 
+def helper_body(kind: str, dt: DType, value_type: str) -> str:
+    """The body of helper `kind` (floordiv, floormod, max, min) for `dt`, whose values are held in `value_type`.
+
+    Shared with the CUDA renderer, which holds 16-bit floats in `float` where C holds float16 in `_Float16`."""
+    family = "int" if dt.is_bool or (kind in ("max", "min") and dt.kind == "uint") else dt.kind
+    body = re.sub(r"\bT\b", value_type, _HELPER_BODIES[(kind, family)])
+    if family == "float":  # W: the type the libm calls compute in (float16 too computes in float)
+        suffix = "" if dt is dtypes.float64 else "f"
+        body = re.sub(r"\bW\b", "double" if dt is dtypes.float64 else "float", body)
+        body = re.sub(r"\b(fmod|floor|copysign)\(", rf"\1{suffix}(", body)
+    return body
+
+
 def c_helper(kind: str, dt: DType) -> str:
     """The definition of helper `kind` (floordiv, floormod, max, min) for dtype `dt`."""
     t = c_type(dt)
-    family = "int" if dt.is_bool or (kind in ("max", "min") and dt.kind == "uint") else dt.kind
-    body = _HELPER_BODIES[(kind, family)].replace("T ", t + " ")
-    if family == "float":  # W: the type the libm calls compute in (float16 too computes in float)
-        suffix = "" if dt is dtypes.float64 else "f"
-        body = body.replace("W ", ("double" if dt is dtypes.float64 else "float") + " ")
-        body = re.sub(r"\b(fmod|floor|copysign)\(", rf"\1{suffix}(", body)
-    return f"static inline {t} {kind}_{dt.short}({t} a, {t} b) {{ {body} }}"
+    return f"static inline {t} {kind}_{dt.short}({t} a, {t} b) {{ {helper_body(kind, dt, t)} }}"
 
 
 def c_type(dt: DType) -> str:

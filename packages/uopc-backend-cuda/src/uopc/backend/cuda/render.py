@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from uopc.backend.c import RenderError, c_literal
+from uopc.backend.c import C_OPS, RenderError, c_literal, helper_body
 from uopc.backend.cuda.launch import GPU_KINDS, GPUProgram
 from uopc.ir import AddrSpace, AxisType, DType, Ops, PtrDType, UOp, dtypes, vmin
 from uopc.lower import LinearProgram, Source, Step
@@ -40,60 +40,18 @@ def literal(value: bool | int | float, dt: DType) -> str:
 _WIDEN = {dtypes.float16: "__half2float", dtypes.bfloat16: "__bfloat162float"}
 _NARROW = {dtypes.float16: "__float2half_rn", dtypes.bfloat16: "__float2bfloat16_rn"}
 _ROUND = {dtypes.float16: "f16_round", dtypes.bfloat16: "bf16_round"}
+_LIBM = {Ops.EXP: "exp", Ops.LOG: "log", Ops.SQRT: "sqrt", Ops.SIN: "sin", Ops.COS: "cos", Ops.POW: "pow"}
 
 
 def _math(name: str) -> Callable[[list[str], DType], str]:
     return lambda a, dt: f"{name}({', '.join(a)})" if dt is dtypes.float64 else f"{name}f({', '.join(a)})"
 
 
-def _helper(kind: str) -> Callable[[list[str], DType], str]:
-    return lambda a, dt: f"{kind}_{dt.short}({a[0]}, {a[1]})"
-
-
-# The same table as the C renderer's: CUDA C spells arithmetic as C does.
+# CUDA C spells arithmetic as C does: the C renderer's table, except that libm calls need no float16 casts
+# (a 16-bit float is held in a float here, and rounded back by the writer).
 CUDA_OPS: dict[Ops, Callable[[list[str], DType], str]] = {
-    Ops.NEG: lambda a, dt: f"(-{a[0]})",
-    Ops.EXP: _math("exp"),
-    Ops.LOG: _math("log"),
-    Ops.SQRT: _math("sqrt"),
-    Ops.SIN: _math("sin"),
-    Ops.COS: _math("cos"),
-    Ops.POW: _math("pow"),
-    Ops.ADD: lambda a, dt: f"({a[0]}+{a[1]})",
-    Ops.SUB: lambda a, dt: f"({a[0]}-{a[1]})",
-    Ops.MUL: lambda a, dt: f"({a[0]}*{a[1]})",
-    Ops.DIV: lambda a, dt: f"({a[0]}/{a[1]})",
-    Ops.IDIV: _helper("floordiv"),
-    Ops.MOD: _helper("floormod"),
-    Ops.MAX: _helper("max"),
-    Ops.MIN: _helper("min"),
-    Ops.CMPLT: lambda a, dt: f"({a[0]}<{a[1]})",
-    Ops.CMPEQ: lambda a, dt: f"({a[0]}=={a[1]})",
-    Ops.CMPNE: lambda a, dt: f"({a[0]}!={a[1]})",
-    Ops.AND: lambda a, dt: f"({a[0]}&&{a[1]})" if dt.is_bool else f"({a[0]}&{a[1]})",
-    Ops.OR: lambda a, dt: f"({a[0]}||{a[1]})" if dt.is_bool else f"({a[0]}|{a[1]})",
-    Ops.XOR: lambda a, dt: f"({a[0]}!={a[1]})" if dt.is_bool else f"({a[0]}^{a[1]})",
-    Ops.WHERE: lambda a, dt: f"({a[0]}?{a[1]}:{a[2]})",
-}
-
-# Floor division and modulo as the IR defines them, division by zero giving 0; NaN-propagating max and min.
-_HELPER_BODIES = {
-    ("floordiv", "int"): "if (b == 0) return 0; if (b == -1) return -a; "
-    "T q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;",
-    ("floormod", "int"): "if (b == 0 || b == -1) return 0; "
-    "T r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;",
-    ("floordiv", "uint"): "return b == 0 ? 0 : a / b;",
-    ("floormod", "uint"): "return b == 0 ? 0 : a % b;",
-    # floats as numpy's (and the C backend's): fmod's exact remainder, moved to the divisor's sign
-    ("floordiv", "float"): "if (b == 0) return a / b; T m = fmod(a, b); T d = (a - m) / b; "
-    "if (m != 0 && ((b < 0) != (m < 0))) d -= 1; if (d == 0) return copysign((T)0, a / b); "
-    "T f = floor(d); return d - f > 0.5 ? f + 1 : f;",
-    ("floormod", "float"): "T m = fmod(a, b); if (m == 0) return copysign((T)0, b); "
-    "return (m == m && (b < 0) != (m < 0)) ? m + b : m;",
-    ("max", "float"): "return (a > b || a != a) ? a : b;",
-    ("min", "float"): "return (a < b || a != a) ? a : b;",
-    ("max", "int"): "return a > b ? a : b;",
-    ("min", "int"): "return a < b ? a : b;",
+    **C_OPS,
+    **{op: _math(name) for op, name in _LIBM.items()},
 }
 _ROUND_BODIES = {
     "f16_round": "static __device__ inline float f16_round(float x) { return __half2float(__float2half_rn(x)); }",
@@ -128,10 +86,9 @@ def mma_helper(dt: DType) -> tuple[str, str]:
 
 
 def cuda_helper(kind: str, dt: DType) -> str:
+    """The C renderer's helper (floor division and modulo, NaN-propagating max and min) as a device function."""
     t = value_type(dt)
-    family = "int" if dt.is_bool or (kind in ("max", "min") and dt.kind == "uint") else dt.kind
-    body = _HELPER_BODIES[(kind, family)].replace("T ", t + " ").replace("(T)", f"({t})")
-    return f"static __device__ inline {t} {kind}_{dt.short}({t} a, {t} b) {{ {body} }}"
+    return f"static __device__ inline {t} {kind}_{dt.short}({t} a, {t} b) {{ {helper_body(kind, dt, t)} }}"
 
 
 _EXACT = (Ops.NEG, Ops.MAX, Ops.MIN, Ops.WHERE)  # they return one of their operands: no rounding
