@@ -16,6 +16,7 @@ from uopc.tensor import Tensor, TensorError
 from uopc.tensor.attention import QUERY_BLOCK, online_attention_kernel, tiled_attention_kernel
 from uopc.tensor.nn import CausalSelfAttention, MultiHeadAttention
 
+pytestmark = pytest.mark.c_backend  # the kernels' loops differ in length per query: C only (see the refusal test)
 Array = npt.NDArray[Any]
 SHAPES = [(2, 7, 7, 5, 5), (1, 13, 9, 8, 3), (3, 5, 11, 4, 6), (1, 1, 1, 2, 1), (2, 33, 33, 16, 16), (1, 6, 40, 3, 2)]
 KERNELS = ["online", "tiled"]
@@ -153,3 +154,9 @@ def test_multi_head_attention_with_a_kernel_matches_the_plain_module(kernel: str
 def test_multi_head_attention_refuses_an_unknown_kernel() -> None:
     with pytest.raises(TensorError, match="MultiHeadAttention: kernel is 'plain', 'online' or 'tiled', not 'fast'"):
         MultiHeadAttention(8, 2, kernel="fast")
+
+
+def test_a_gpu_backend_is_refused_by_name() -> None:
+    q = Tensor(np.ones((1, 3, 2), np.float32), device="EMU")
+    with pytest.raises(TensorError, match=r"attention \(online\): runs on backends that run loops as written.*EMU"):
+        q.scaled_dot_product_attention(q, q, is_causal=True, kernel="online")

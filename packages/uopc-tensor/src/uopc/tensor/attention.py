@@ -178,6 +178,11 @@ def kernel_attention(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, scale: fl
             f"attention ({kernel}): q, k and v must all be float32 or all float64, got "
             f"{q.dtype.name}, {k.dtype.name} and {v.dtype.name}"
         )
+    if get_backend(q.device).linearize is not None:
+        raise TensorError(
+            f"attention ({kernel}): runs on backends that run loops as written (C); {q.device} maps loops onto GPU "
+            "threads in lockstep, and a causal query's loop over the keys has a length of its own"
+        )
     build = {"online": online_attention_kernel, "tiled": tiled_attention_kernel}[kernel]
     program = build(heads, length, keys, dim, value_dim, is_causal, scale, q.dtype)
     flat_q, flat_k = q.reshape(heads, length, dim), k.reshape(heads, keys, dim)
