@@ -205,8 +205,11 @@ class _CWriter:
         self.lines.append("  " * self.depth + text)
 
     def inlined(self, u: UOp) -> bool:
+        """Whether u's expression is written where its one user is. Not if it reads an accumulator: it must
+        read the value the accumulator has where u is (before this iteration's update), not where its user is."""
         users = self.users.get(u, [])
-        return len(users) == 1 and self.block[users[0]] is self.block[u]
+        reads_acc = any(s.op is Ops.DEFINE_ACC for s in u.src)
+        return len(users) == 1 and self.block[users[0]] is self.block[u] and not reads_acc
 
     def alu(self, u: UOp) -> str:
         operands = [self.expr[s] for s in u.src]
@@ -304,8 +307,11 @@ class _CWriter:
         return True
 
     def accumulate(self, u: UOp) -> str:
-        """The new value of an accumulator: `acc + a * b` as one fused multiply-add where the kernel fuses."""
+        """The new value of an accumulator: `acc + a * b` as one fused multiply-add where the kernel fuses;
+        an update with no op assigns its value (a recurrence, as online softmax's running max)."""
         product, dt = u.src[1], u.scalar_dtype
+        if u.arg is None:
+            return self.expr[product]
         if self.fuse and product.op is Ops.MUL and dt in FMA_CALLS and self.inlined(product):
             a, b = (self.expr[s] for s in product.src)
             lanes = self.vectors.get(u)
