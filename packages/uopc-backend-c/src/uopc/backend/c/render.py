@@ -317,7 +317,8 @@ class _CWriter:
             lanes = self.vectors.get(u)
             if lanes is not None:  # a lane-independent operand is a scalar: spread it over the lanes
                 self.helpers[f"fma_{lanes}"] = vector_fma(lanes)
-                a, b = (x if s in self.vectors else f"(({lanes}){{}} + {x})" for s, x in zip(product.src, (a, b), strict=True))
+                operands = zip(product.src, (a, b), strict=True)
+                a, b = (x if s in self.vectors else f"(({lanes}){{}} + {x})" for s, x in operands)
                 return f"fma_{lanes}({a}, {b}, {self.expr[u.src[0]]})"
             return f"{FMA_CALLS[dt]}({a}, {b}, {self.expr[u.src[0]]})"
         return self.alu(UOp(u.arg, u.dtype, (u.src[0], u.src[1])))
