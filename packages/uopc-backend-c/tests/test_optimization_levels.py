@@ -57,9 +57,7 @@ def cases() -> dict[str, tuple[UOp, list[tuple[int, int]]]]:
     }
 
 
-def run_at(
-    flags: str, value: UOp, inputs: list[Array], monkeypatch: pytest.MonkeyPatch, pack: bool = False
-) -> Array:
+def run_at(flags: str, value: UOp, inputs: list[Array], monkeypatch: pytest.MonkeyPatch, pack: bool = False) -> Array:
     """`value` computed by a library built with CFLAGS=`flags`, the optimizer choosing its opts."""
     monkeypatch.setenv("CFLAGS", flags)
     graph, _ = normalize([value])
