@@ -18,7 +18,8 @@ TINY = ["--layers", "1", "--dim", "16", "--heads", "2", "--block-size", "8", "--
 
 def test_pytorch_computes_the_losses_of_uopc_from_the_same_weights() -> None:
     argv = [sys.executable, str(SCRIPTS / "compare_gpt.py"), *TINY, "--steps", "1", "--warmup", "1"]
-    done = subprocess.run([*argv, "--frameworks", "uopc,torch"], capture_output=True, text=True, timeout=600)
+    argv += ["--frameworks", "uopc,torch"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     found = {m[1]: m[2].split("|") for m in re.finditer(r"^\| (uopc|torch) \|(.*)\|$", done.stdout, re.MULTILINE)}
     losses = {name: [float(cells[i]) for i in (3, 4)] for name, cells in found.items()}
