@@ -44,19 +44,19 @@ MEASURES: list[str | Path] = [
 VOCABULARY = 84  # the offline text's alphabet, as in profile_gpt.py
 FRAMEWORKS = ("uopc", "torch", "torch.compile", "tinygrad")
 # tinygrad's CPU device with its own x86 code generator. Its other code generators did not work on this
-# machine: the default writes C for clang, which is not installed (gcc rejects clang's vector types), and
-# CPU:LLVM writes IR that libLLVM 14 and 15 refuse (a vector store through a float pointer). The device also
-# builds a few helper programs of its runtime (signals, a worker loop) with clang, or with $CC: GCC_AS_CLANG
-# lets gcc stand in, dropping clang's --target flag and writing the object through a file (gcc's assembler
-# cannot write to stdout).
+# machine: the default writes C for clang, which is not installed (with gcc standing in, its kernels did not
+# compile), and CPU:LLVM writes IR that the libLLVM it loads here (15) refuses (a vector store through a
+# float pointer). The device also builds a few helper programs of its runtime (signals, a worker loop) with
+# clang, or with $CC: GCC_AS_CLANG lets gcc stand in, dropping clang's --target flag and writing the object
+# through a file (gcc's assembler cannot write to stdout).
 TINYGRAD_DEVICE = "CPU:X86"
 GCC_AS_CLANG = """#!{python}
-import os, subprocess, sys, tempfile
+import pathlib, subprocess, sys, tempfile
 args = [a for a in sys.argv[1:] if not a.startswith("--target=")]
-with tempfile.NamedTemporaryFile(suffix=".o") as out:
-    args[args.index("-o") + 1] = out.name
+with tempfile.TemporaryDirectory() as folder:
+    args[args.index("-o") + 1] = out = folder + "/out.o"
     subprocess.run(["gcc", *args], check=True)
-    sys.stdout.buffer.write(open(out.name, "rb").read())
+    sys.stdout.buffer.write(pathlib.Path(out).read_bytes())
 """
 LR = 1e-2  # the small preset's peak learning rate; no weight decay, as in train_gpt.py's default
 Step = Callable[[], float]  # one training step on the fixed batch; returns its loss
@@ -331,10 +331,16 @@ def run_framework(framework: str, args: argparse.Namespace, folder: Path) -> dic
     )
     last = done.stdout.strip().splitlines()[-1:] if done.returncode == 0 else []
     if not last:
-        lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
-        errors = [line for line in lines if re.match(r"[\w.]+(Error|Exception|Exit)\b", line)]
-        return {"error": (errors or lines)[-1][:160]}
+        return {"error": failure_reason(done.stderr, done.returncode)}
     return dict(json.loads(last[0]))
+
+
+def failure_reason(stderr: str, status: int) -> str:
+    """The line of a worker's error output that says why it failed: the last `SomeError: ...` line, as a
+    traceback may end in a quoted source line and a caret under it."""
+    lines = stderr.strip().splitlines() or [f"exit status {status}"]
+    errors = [line for line in lines if re.match(r"[\w.]+(Error|Exception|Exit)\b", line)]
+    return (errors or lines)[-1][:160]
 
 
 def tinygrad_version() -> str:
@@ -365,7 +371,7 @@ def table(args: argparse.Namespace, results: dict[str, dict[str, Any]]) -> str:
             f"with empty caches. Steady: median of {args.steps} steps after {args.warmup + 1}. torch.compile: "
             f"the loss and the optimizer's step compiled (inductor, C++ through gcc); tinygrad {tinygrad_version()}: "
             f"the step under TinyJit on DEV={TINYGRAD_DEVICE} (its own x86 code generator, the only one of its CPU "
-            f"compilers that works here: no clang, and its LLVM IR is refused by libLLVM 14 and 15).",
+            f"compilers that works here: no clang, and its LLVM IR is refused by libLLVM 15).",
             "",
             "| framework | first step (ms) | steady (ms/step) | speed vs uopc | loss, step 1 | loss, step 2 "
             "| max loss difference from uopc |",

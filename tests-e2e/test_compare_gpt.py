@@ -130,3 +130,14 @@ def test_each_kernel_kind_is_told_apart(make: object, kind: str) -> None:
     assert callable(make)
     plan = step_plan(lambda: make(a, b).realize())
     assert [draw.kernel_kind(k) for k in plan.kernels] == [kind]
+
+
+def test_a_failed_framework_row_gives_the_error_line_not_the_caret_under_a_quoted_line() -> None:
+    compare = load("compare_gpt")
+    stderr = (
+        'Traceback (most recent call last):\n  File "x.py", line 3, in <module>\n'
+        "RuntimeError: src:18:39: error: '%v3' defined with type 'float*'\n"
+        "  store <4 x float> %v0, <4 x float>* %v3\n                                      ^\n"
+    )
+    assert compare.failure_reason(stderr, 1) == "RuntimeError: src:18:39: error: '%v3' defined with type 'float*'"
+    assert compare.failure_reason("", 3) == "exit status 3"

@@ -25,3 +25,15 @@ def test_pytorch_computes_the_losses_of_uopc_from_the_same_weights() -> None:
     losses = {name: [float(cells[i]) for i in (3, 4)] for name, cells in found.items()}
     assert losses["torch"] == pytest.approx(losses["uopc"], abs=1e-5)
     assert losses["uopc"][1] < losses["uopc"][0]  # the update changed the weights, in both
+
+
+def test_tinygrad_computes_the_losses_of_uopc_from_the_same_weights() -> None:
+    # only where tinygrad is installed (hatch's compare environment): its loss must be read before its update
+    pytest.importorskip("tinygrad")
+    argv = [sys.executable, str(SCRIPTS / "compare_gpt.py"), *TINY, "--steps", "1", "--warmup", "1"]
+    argv += ["--frameworks", "uopc,tinygrad"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = re.finditer(r"^\| (uopc|tinygrad) \|(.*)\|$", done.stdout, re.MULTILINE)
+    losses = {m[1]: [float(m[2].split("|")[i]) for i in (3, 4)] for m in found}
+    assert losses["tinygrad"] == pytest.approx(losses["uopc"], abs=1e-5)
