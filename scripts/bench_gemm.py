@@ -1,24 +1,30 @@
-"""Benchmark a float32 matmul built as a uopc graph, under several Opts, beside numpy's matmul.
+"""Benchmark float32 matmuls planned by uopc beside numpy's (and PyTorch's, where it is installed).
 
-The matmul is the graph the book builds by hand: A reshaped to (n, 1, n) and B transposed to (1, n, n),
-both expanded to (n, n, n), multiplied, and summed over the last axis. Each Opts setting is lowered,
-compiled once, run once as a warm-up (and checked against numpy), then timed; the table reports the
-median time and GFLOP/s (2 n^3 floating-point operations per matmul).
+Two parts, one table. The ladder: A @ B at one size (default 1024) under each step from plain loops to the
+kernel uopc plans by default (naive loops, 16 columns at once in vector lanes, a scalar register tile, a
+tile of vectors, B packed into panels, threads), each lowered, compiled, checked against numpy and timed. Then
+the three layouts of training, A @ B (x @ W), A @ B.T (x @ W.T, a Linear layer's forward) and A.T @ B
+(x.T @ dy, its weight gradient), at 256, 512, 1024 and 2048, each with the plan make_plan picks by default.
 
-    python scripts/bench_gemm.py                    # 1024 x 1024, 5 timed runs per setting
-    python scripts/bench_gemm.py --size 512 --repeats 9 --out docs/outputs/bench_gemm.txt
-    python scripts/bench_gemm.py --layout abt       # A @ B.T: B stored as a Linear layer stores its weight
+Two thread pools that spin after their work (libgomp's for uopc, OpenBLAS's for numpy) starve each other on a
+small machine, so each case times its sides apart: ROUNDS rounds of a block of uopc runs, a pause, a block
+of numpy runs, a pause; medians are over all the rounds' runs.
+
+    python scripts/bench_gemm.py                                  # everything, 5 runs a block
+    python scripts/bench_gemm.py --sizes 512 --ladder-size 512    # quicker
+    python scripts/bench_gemm.py --out docs/outputs/bench_gemm.txt
+    python scripts/bench_gemm.py --no-ladder --sizes 64 128 256 --compare-unpacked   # where packing pays
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import platform
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,126 +32,189 @@ import numpy.typing as npt
 import stamp
 from arguments import output_file, positive_int
 
-from uopc.backend.c import Program, render_c
 from uopc.backend.c.compiler import cflags, compiler
 from uopc.ir import UOp
-from uopc.lower import Kernel, LowerError, Opts, linearize, rangeify
+from uopc.lower import Kernel, Opts, Plan, compile_plan, get_backend, make_plan, normalize
 
 Array = npt.NDArray[Any]
 MEASURES = ["uopc-ir", "uopc-lower", "uopc-backend-c"]  # the packages whose code these numbers time
+ROUNDS = 3
+PAUSE_S = 0.3  # long enough for a spinning pool to go to sleep (GOMP_SPINCOUNT, OPENBLAS_THREAD_TIMEOUT)
 
-# From plain loops to a register tile (upcast) of 16 or 64 outputs, which uses each loaded value 4 or 8
-# times, an unrolled reduce loop, and threads over rows. Upcast 8x8 with threads was the fastest setting found on a
-# 2-core machine (4x16, 8x16, 4x32 and 16x16 tiles were slower; 16x16 takes gcc minutes to compile).
-SETTINGS: dict[str, Opts] = {
-    "none": Opts(),
-    "upcast 4x4": Opts(upcast={0: 4, 1: 4}),
-    "upcast 4x4 + unroll 4": Opts(upcast={0: 4, 1: 4}, unroll={2: 4}),
-    "upcast 4x4 + thread": Opts(upcast={0: 4, 1: 4}, thread=0),
-    "upcast 8x8": Opts(upcast={0: 8, 1: 8}),
+HEADER = "| case | median (ms) | GFLOP/s | numpy GFLOP/s | torch GFLOP/s | vs numpy |"
+LAYOUTS = {"A @ B": "ab", "A @ B.T": "abt", "A.T @ B": "atb"}
+
+# The ladder's steps on the plain matmul graph, then on the plan with B packed ("packed": make_plan's
+# choice, its threads taken away or kept). "upcast 8x8 + thread" is the default before packing.
+LADDER: dict[str, Opts | str] = {
+    "naive": Opts(),
+    "vector lanes alone: 16 columns": Opts(vector=(1, 16)),
+    "register tile 8x8 (scalar)": Opts(upcast={0: 8, 1: 8}),
+    "register tile 4x64 (vectors)": Opts(vector=(1, 16), upcast={0: 4, 1: 4}),
+    "+ packing B into panels": "packed",
+    "+ threads (the default plan)": "packed+threads",
     "upcast 8x8 + thread": Opts(upcast={0: 8, 1: 8}, thread=0),
 }
 
 
-def matmul_graph(n: int, layout: str = "ab") -> UOp:
-    """C = A @ B for row-major n x n A (slot 0) and B (slot 1): reshape, expand, multiply, sum.
-
-    Layout "ab" reads B across its rows, a stride of n along the reduce axis; "abt" computes A @ B.T, which
-    reads both operands along their rows (contiguous), as a Linear layer reads its weight."""
-    a = UOp.buffer(0, n * n).reshape((n, 1, n)).expand((n, n, n))
+def matmul_graph(n: int, layout: str) -> UOp:
+    """C = A @ B, A @ B.T or A.T @ B for n x n row-major A (slot 0) and B (slot 1): reshape, expand, multiply,
+    sum, as Tensor.matmul builds it and as autodiff builds a weight's gradient."""
+    a = UOp.buffer(0, n * n).reshape((n, n))
     b = UOp.buffer(1, n * n).reshape((n, n))
-    b = b.permute((1, 0)) if layout == "ab" else b
-    return (a * b.reshape((1, n, n)).expand((n, n, n))).sum([2]).reshape((n, n))
+    a = a.permute((1, 0)) if layout == "atb" else a
+    b_kn = b.permute((1, 0)) if layout == "abt" else b  # B as (k, n)
+    products = a.reshape((n, 1, n)).expand((n, n, n)) * b_kn.permute((1, 0)).reshape((1, n, n)).expand((n, n, n))
+    return products.sum([2]).reshape((n, n))
 
 
-@dataclass
-class Row:
-    name: str
-    build_s: float | None  # lowering, rendering and compiling; None for numpy
-    median_s: float | None  # None when the setting does not apply to this size
-    note: str = ""
+def plan_for(n: int, layout: str, opts: Opts | str) -> Plan:
+    """The matmul's plan: "packed+threads", the C backend's default (make_plan with pack); "packed", the same
+    without threads; "unpacked", the plan of a backend that does not pack (choose_opts's tile and threads);
+    with Opts, the plain kernel under them."""
+    graph, _ = normalize([matmul_graph(n, layout)])
+    if opts == "unpacked":
+        return make_plan(graph)
+    if isinstance(opts, str):
+        plan = make_plan(graph, pack=True)
+        if opts == "packed":
+            kernels = tuple(dataclasses.replace(k, opts=dataclasses.replace(k.opts, thread=None)) for k in plan.kernels)
+            plan = dataclasses.replace(plan, make_kernels=lambda: kernels)
+        return plan
+    plain = make_plan(graph, opt=False)
+    (kernel,) = plain.kernels
+    return dataclasses.replace(plain, make_kernels=lambda: (Kernel(kernel.name, kernel.ast, opts),))
 
 
-def median_time(run: Callable[[], None], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+def blocks(run: Callable[[], None], other: Callable[[], None] | None, repeats: int) -> tuple[float, float | None]:
+    """Median seconds of `run` and of `other`, timed in alternating blocks with pauses between them."""
+    mine: list[float] = []
+    theirs: list[float] = []
+    for _ in range(ROUNDS):
+        for fn, times in ((run, mine), (other, theirs)):
+            if fn is None:
+                continue
+            fn()  # one untimed call: the pool wakes, the caches fill
+            for _ in range(repeats):
+                start = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - start)
+            time.sleep(PAUSE_S)
+    return statistics.median(mine), statistics.median(theirs) if theirs else None
 
 
-def bench_setting(name: str, opts: Opts, n: int, a: Array, b: Array, want: Array, repeats: int, layout: str) -> Row:
-    start = time.perf_counter()
-    try:
-        linear = linearize(Kernel("matmul", rangeify([(UOp.buffer(2, n * n), matmul_graph(n, layout))]), opts))
-    except LowerError as e:  # a factor that does not divide this size
-        return Row(name, None, None, str(e))
-    program = Program(render_c(linear), linear.name)
-    build = time.perf_counter() - start
-    out = np.zeros(n * n, np.float32)
-    program(a, b, out)  # warm-up: page faults, thread pool start, caches
-    if not np.allclose(out.reshape(n, n), want, rtol=1e-3, atol=1e-3 * np.sqrt(n)):
-        raise SystemExit(f"{name}: wrong result, max error {np.abs(out.reshape(n, n) - want).max()}")
-    return Row(name, build, median_time(lambda: program(a, b, out), repeats))
+def operands(n: int) -> tuple[Array, Array]:
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((n, n)).astype(np.float32), rng.standard_normal((n, n)).astype(np.float32)
 
 
-def bench_numpy(a: Array, b: Array, repeats: int) -> Row:
-    out = np.empty((a.shape[0], b.shape[1]), np.float32)  # preallocated, as uopc's output is
+def numpy_runner(a: Array, b: Array, layout: str) -> tuple[Callable[[], None], Array]:
+    """numpy's matmul of the layout into a preallocated output (as uopc's is), and that output."""
+    x, y = (a.T, b) if layout == "atb" else (a, b.T) if layout == "abt" else (a, b)
+    out = np.empty((a.shape[0], b.shape[0]), np.float32)
 
     def run() -> None:
-        np.matmul(a, b, out=out)
+        np.matmul(x, y, out=out)
 
-    run()  # warm-up
-    return Row("numpy matmul", None, median_time(run, repeats))
+    return run, out
 
 
-def table(rows: list[Row], n: int) -> str:
-    flops = 2 * n**3
-    best_numpy = next(r.median_s for r in rows if r.name == "numpy matmul")
-    lines = [
-        "| setting | build (s) | median (ms) | GFLOP/s | vs numpy |",
-        "| --- | ---: | ---: | ---: | ---: |",
-    ]
-    for r in rows:
-        if r.median_s is None:
-            lines.append(f"| {r.name} | | | | n/a: {r.note} |")
-            continue
-        build = "" if r.build_s is None else f"{r.build_s:.2f}"
-        ratio = "" if best_numpy is None else f"{best_numpy / r.median_s:.2f}x"
-        gflops = flops / r.median_s / 1e9
-        lines.append(f"| {r.name} | {build} | {r.median_s * 1e3:.1f} | {gflops:.1f} | {ratio} |")
-    return "\n".join(lines)
+def uopc_runner(plan: Plan, a: Array, b: Array, layout: str) -> Callable[[], None]:
+    """The compiled plan, run once and checked against numpy, as a function of no arguments."""
+    compiled = compile_plan(plan, get_backend("C"))
+    buffers = [a.reshape(-1), b.reshape(-1), *(np.zeros(s.size, np.float32) for s in plan.buffers[2:])]
+    compiled.executable.run(buffers)
+    n = a.shape[0]
+    reference, want = numpy_runner(a, b, layout)
+    reference()
+    got = buffers[plan.outputs[0]].reshape(n, n)
+    if not np.allclose(got, want, rtol=1e-3, atol=1e-3 * np.sqrt(n)):
+        raise SystemExit(f"{layout} n={n}: wrong result, max error {np.abs(got - want).max()}")
+    return lambda: compiled.executable.run(buffers)
+
+
+def torch_runner(a: Array, b: Array, layout: str) -> Callable[[], None] | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    x, y = torch.from_numpy(a), torch.from_numpy(b)
+    x, y = (x.T, y) if layout == "atb" else (x, y.T) if layout == "abt" else (x, y)
+    out = torch.empty(a.shape, dtype=torch.float32)
+
+    def run() -> None:
+        torch.matmul(x, y, out=out)
+
+    return run
+
+
+def row(name: str, n: int, uopc_s: float, numpy_s: float | None, torch_s: float | None) -> str:
+    def gflops(s: float | None) -> str:
+        return "" if s is None else f"{2 * n**3 / s / 1e9:.1f}"
+
+    ratio = "" if numpy_s is None else f"{numpy_s / uopc_s:.2f}x"
+    cells = [name, f"{uopc_s * 1e3:.2f}", gflops(uopc_s), gflops(numpy_s), gflops(torch_s) or "n/a", ratio]
+    return "| " + " | ".join(cells) + " |"
+
+
+def ladder(n: int, repeats: int) -> list[str]:
+    a, b = operands(n)
+    numpy_run, _ = numpy_runner(a, b, "ab")
+    lines = []
+    for name, opts in LADDER.items():
+        run = uopc_runner(plan_for(n, "ab", opts), a, b, "ab")
+        slow = name == "naive"  # a second a run at 1024: fewer runs, no numpy
+        uopc_s, numpy_s = blocks(run, None if slow else numpy_run, 1 if slow else repeats)
+        lines.append(row(name, n, uopc_s, numpy_s, None))
+        print(lines[-1], flush=True)
+    numpy_s, _ = blocks(numpy_run, None, repeats)
+    lines.append(row("numpy matmul", n, numpy_s, numpy_s, None))
+    return lines
+
+
+def layouts(sizes: list[int], repeats: int, unpacked: bool) -> list[str]:
+    """The default plan of each layout and size; with `unpacked`, also the plan without packing (choose_opts's
+    tile and threads on the plain matmul), to see from which size packing pays."""
+    lines = []
+    for n in sizes:
+        a, b = operands(n)
+        for product, layout in LAYOUTS.items():
+            numpy_run, _ = numpy_runner(a, b, layout)
+            torch_run = torch_runner(a, b, layout)
+            torch_s = None if torch_run is None else blocks(torch_run, None, repeats)[0]
+            plans = {f"{product}, n = {n}": "packed+threads"}
+            if unpacked:
+                plans[f"{product}, n = {n}, not packed"] = "unpacked"
+            for name, which in plans.items():
+                run = uopc_runner(plan_for(n, layout, which), a, b, layout)
+                uopc_s, numpy_s = blocks(run, numpy_run, repeats)
+                lines.append(row(name, n, uopc_s, numpy_s, torch_s))
+                print(lines[-1], flush=True)
+    return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size", type=positive_int, default=1024, help="n for an n x n x n matmul (default 1024)")
-    parser.add_argument(
-        "--repeats", type=positive_int, default=5, help="timed runs per setting, after a warm-up (default 5)"
-    )
+    parser.add_argument("--ladder-size", type=positive_int, default=1024, help="n of the ladder's matmul")
+    parser.add_argument("--sizes", type=positive_int, nargs="+", default=[256, 512, 1024, 2048])
+    parser.add_argument("--repeats", type=positive_int, default=5, help="timed runs per block (default 5)")
     parser.add_argument("--out", type=output_file, help="also write the table (markdown) to this file")
-    parser.add_argument("--layout", choices=["ab", "abt"], default="ab", help="A @ B (default) or A @ B.T")
+    parser.add_argument("--no-ladder", action="store_true", help="only the layouts")
+    parser.add_argument("--compare-unpacked", action="store_true", help="also time each layout without packing")
     args = parser.parse_args()
-    n, repeats = args.size, args.repeats
 
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((n, n)).astype(np.float32)
-    b = rng.standard_normal((n, n)).astype(np.float32)
-    want = a @ b if args.layout == "ab" else a @ b.T
-    rows = [
-        bench_setting(name, opts, n, a.reshape(-1), b.reshape(-1), want, repeats, args.layout)
-        for name, opts in SETTINGS.items()
-    ]
-    rows.append(bench_numpy(a, b if args.layout == "ab" else b.T, repeats))
-
-    product = "A @ B" if args.layout == "ab" else "A @ B.T"
-    header = (
-        f"float32 matmul {product}, n = {n}: median of {repeats} runs after a warm-up; "
-        f"{os.cpu_count()} CPUs ({platform.machine()}), CC={compiler()}, CFLAGS={cflags()}, numpy {np.__version__}"
+    header = HEADER + "\n" + "| --- " + "| ---: " * 5 + "|"
+    print(header, flush=True)
+    steps = [] if args.no_ladder else ladder(args.ladder_size, args.repeats)
+    lines = steps + layouts(args.sizes, args.repeats, args.compare_unpacked)
+    about = (
+        f"float32 matmuls: the ladder is A @ B at n = {args.ladder_size}, the other rows uopc's default plan "
+        "for the C backend; "
+        f"medians of {ROUNDS} rounds of {args.repeats} runs, uopc and numpy (OpenBLAS) timed in alternating "
+        f"blocks with {PAUSE_S} s pauses; {os.cpu_count()} CPUs ({platform.machine()}), CC={compiler()}, "
+        f"CFLAGS={cflags()}, numpy {np.__version__}"
     )
-    text = f"{header}\n\n{table(rows, n)}\n"
-    print(text)
+    text = "\n".join([about, "", header, *lines]) + "\n"
     if args.out is not None:
         stamp.write(args.out, text, [*(f"packages/{p}/src" for p in MEASURES), __file__])
 

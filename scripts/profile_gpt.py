@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
 
     def step() -> None:
         x, y = (rng.integers(0, VOCABULARY, shape).astype(np.int32) for _ in range(2))
-        train_step(model, opt, x, y)
+        train_step(model, opt, Tensor(x), Tensor(y)).item()
 
     for _ in range(args.warmup):
         step()

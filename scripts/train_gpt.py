@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import math
 import time
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from arguments import non_negative_float, non_negative_int, output_file, output_
 from gpt import GPT, Config, Tokens, Vocabulary, generate, parameter_count, save_checkpoint
 from tqdm import tqdm
 
-from uopc.tensor import Tensor
+from uopc.tensor import Tensor, capture
 from uopc.tensor.datasets import SHAKESPEARE, data_dir, tiny_shakespeare
 from uopc.tensor.optim import AdamW
 from uopc.tensor.realize import realizer
@@ -74,6 +75,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--temperature", type=positive_float, default=0.8, help="sampling temperature (0.8)")
     p.add_argument("--top-k", type=positive_int, help="sample from the k most likely characters only (all)")
     p.add_argument("--profile", type=output_file, help="write a cProfile of one training step to this file")
+    p.add_argument("--eager", action="store_true", help="build every step's graph again instead of replaying it")
     args = p.parse_args(argv)
     for key, value in PRESETS[args.preset].items():
         if getattr(args, key) is None:
@@ -124,12 +126,12 @@ def learning_rate(peak: float, step: int, total: int) -> float:
     return peak * (0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * progress)))
 
 
-def train_step(model: GPT, opt: AdamW, x: Tokens, y: Tokens) -> float:
-    loss = model(Tensor(x)).cross_entropy(Tensor(y))
+def train_step(model: GPT, opt: AdamW, x: Tensor, y: Tensor) -> Tensor:
+    loss = model(x).cross_entropy(y)
     opt.zero_grad()
     loss.backward()
     opt.step(loss)  # the loss is computed in the same plan as the update
-    return float(loss.item())
+    return loss
 
 
 @dataclass
@@ -145,13 +147,16 @@ class Run:
 def train(model: GPT, train_data: Tokens, val_data: Tokens, args: argparse.Namespace) -> Run:
     opt = AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     rng = np.random.default_rng(args.seed)
+    step_fn = functools.partial(train_step, model, opt)
+    one_step = step_fn if args.eager else capture(step_fn)  # from the fourth step on, a replay of its kernels
     run = Run()
     for start in range(0, args.steps, args.eval_every):
         end = min(start + args.eval_every, args.steps)
         for step in tqdm(range(start, end), desc=f"steps {start + 1}-{end}", unit="step", leave=False):
             began = time.perf_counter()
             opt.lr = learning_rate(args.lr, step, args.steps)
-            run.losses.append(train_step(model, opt, *batch(train_data, args.block_size, args.batch_size, rng)))
+            x, y = batch(train_data, args.block_size, args.batch_size, rng)
+            run.losses.append(float(one_step(Tensor(x), Tensor(y)).item()))
             run.seconds.append(time.perf_counter() - began)
         train_loss = estimate_loss(model, train_data, args, args.seed + 1)
         val_loss = estimate_loss(model, val_data, args, args.seed + 2)
@@ -166,9 +171,10 @@ def profile_step(model: GPT, train_data: Tokens, args: argparse.Namespace, path:
     """cProfile of one step of a copy of the training (its own optimizer), after one step that builds the plan."""
     opt = AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     rng = np.random.default_rng(args.seed)
-    train_step(model, opt, *batch(train_data, args.block_size, args.batch_size, rng))
-    x, y = batch(train_data, args.block_size, args.batch_size, rng)
-    cProfile.runctx("train_step(model, opt, x, y)", globals(), locals(), str(path))
+    x, y = (Tensor(t) for t in batch(train_data, args.block_size, args.batch_size, rng))
+    train_step(model, opt, x, y)
+    x, y = (Tensor(t) for t in batch(train_data, args.block_size, args.batch_size, rng))
+    cProfile.runctx("train_step(model, opt, x, y).item()", globals(), locals(), str(path))
     print(f"wrote a profile of one step to {path} (python -m pstats {path})")
 
 

@@ -5,8 +5,9 @@
     python scripts/train_mnist.py --model cnn          # two 3x3 convolutions and a linear layer, 2 epochs
 
 Prints a progress bar with the loss and throughput, then the test accuracy and the time per step. Every
-step after the first reuses one compiled plan; the first step's time includes building the kernels
-(from the disk cache when they were built before).
+step after the first reuses one compiled plan, and from the fourth on the step is a replay of its kernels
+(uopc.tensor.capture; --eager builds every step's graph again); the first step's time includes building
+the kernels (from the disk cache when they were built before).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 from arguments import non_negative_float, non_negative_int, output_file, positive_float, positive_int
 from tqdm import tqdm
 
-from uopc.tensor import Tensor
+from uopc.tensor import Tensor, capture
 from uopc.tensor.datasets import mnist
 from uopc.tensor.nn import Conv2d, Flatten, Linear, MaxPool2d, Module, ReLU, Sequential, save
 from uopc.tensor.optim import AdamW
@@ -92,6 +93,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed for initialization and shuffling (default 0)")
     p.add_argument("--checkpoint", type=output_file, help="save the trained model to this .safetensors file")
     p.add_argument("--log", type=output_file, help="write the loss of every step to this file (one per line)")
+    p.add_argument("--eager", action="store_true", help="build every step's graph again instead of replaying it")
     args = p.parse_args(argv)
     args.epochs = args.epochs or DEFAULT_EPOCHS[args.model]
     if args.batch_size > TRAIN_IMAGES:
@@ -110,6 +112,15 @@ def main(argv: list[str] | None = None) -> None:
     model = MLP(args.hidden) if args.model == "mlp" else cnn(args.channels)
     opt = AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     steps_per_epoch = len(x) // args.batch_size  # the last partial batch is dropped: one shape, one plan
+
+    def step(images: Tensor, labels: Tensor) -> Tensor:
+        loss = model(images).cross_entropy(labels)
+        opt.zero_grad()
+        loss.backward()
+        opt.step(loss)
+        return loss
+
+    run = step if args.eager else capture(step)  # from the fourth step on, a replay of the same kernels
     losses: list[float] = []
     step_times: list[float] = []
     for epoch in range(args.epochs):
@@ -119,11 +130,7 @@ def main(argv: list[str] | None = None) -> None:
             start = time.perf_counter()
             opt.lr = cosine_lr(args.lr, epoch * steps_per_epoch + i, args.epochs * steps_per_epoch)
             idx = order[i * args.batch_size : (i + 1) * args.batch_size]
-            loss = model(Tensor(x[idx])).cross_entropy(Tensor(y[idx]))
-            opt.zero_grad()
-            loss.backward()
-            opt.step(loss)
-            losses.append(float(loss.item()))
+            losses.append(float(run(Tensor(x[idx]), Tensor(y[idx])).item()))
             step_times.append(time.perf_counter() - start)
             bar.set_postfix(loss=f"{losses[-1]:.4f}", img_per_s=f"{args.batch_size / step_times[-1]:,.0f}")
     if args.checkpoint:  # first: whatever fails later, the trained model is kept

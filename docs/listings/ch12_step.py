@@ -30,7 +30,7 @@ for _ in range(2):
     loss.backward()
     opt.step(loss)
 print(f"plans made in two steps: {realizer.plans.made}")
-((graph, _), plan) = next(iter(realizer.plans.plans.items()))  # the key is the normalized graph of the whole step
+((graph, _, _), plan) = next(iter(realizer.plans.plans.items()))  # the key: the normalized graph of the whole step
 print(f"nodes in the step's graph (forward, backward, update): {len(graph.toposort()):,}")
 programs = realizer.compiled[plan]["C"].programs  # the plan's kernels as the C backend got them
 total = sum(p.flops for p in programs)

@@ -50,6 +50,10 @@ OPTS = {
     "thread": Opts(thread=0),
     "thread+upcast-same-axis": Opts(upcast={0: 2}, thread=0),
     "all": Opts(upcast={0: 2, 1: 2}, unroll={2: 8}, thread=0),
+    "vector": Opts(vector=(1, 8)),
+    "vector-whole-axis": Opts(vector=(1, 16), upcast={0: 3}),
+    "vector+tile+thread": Opts(vector=(1, 4), upcast={0: 4, 1: 2}, thread=0),
+    "vector+unroll+thread-over-vectors": Opts(vector=(1, 4), unroll={2: 4}, thread=1),
 }
 M, K, N = 24, 40, 16  # distinct sizes: a swapped axis changes the answer
 
@@ -124,3 +128,44 @@ def test_register_tiles_over_strided_loads_ask_gcc_not_to_vectorize_loops() -> N
     b_transposed = UOp.buffer(1, 64).reshape((1, 8, 8)).expand((8, 8, 8))  # A @ B.T: both read along k
     contiguous = rangeify([(UOp.buffer(2, 64), (a * b_transposed).sum([2]).reshape((8, 8)))])
     assert attribute not in render_c(linearize(Kernel("k", contiguous, Opts(upcast={0: 2, 1: 2}))))
+
+
+@pytest.mark.o0
+@pytest.mark.parametrize(
+    ("m", "k", "n", "opts"),
+    [
+        (1, 37, 48, Opts(vector=(1, 16), upcast={1: 3})),  # one row
+        (29, 1, 16, Opts(vector=(1, 16), upcast={0: 29})),  # k = 1: each output one product
+        (7, 13, 24, Opts(vector=(1, 8), upcast={1: 3}, thread=0)),  # odd rows, a tile that covers the row
+    ],
+)
+def test_vector_gemm_at_odd_shapes_matches_numpy(build_kernels: Build, m: int, k: int, n: int, opts: Opts) -> None:
+    exe = build_kernels([gemm_kernel(m, k, n, opts, "vgemm")], [])
+    a, b = operands(m, k, n, seed=3)
+    out = np.full(m * n, np.nan, np.float32)
+    exe.run_kernel(0, [a.reshape(-1), b.reshape(-1), out])
+    check_gemm(out, a, b)
+
+
+@pytest.mark.o0
+def test_vector_gemm_propagates_inf_and_nan_as_numpy(build_kernels: Build) -> None:
+    """Vector lanes add and multiply as scalars do: inf * 0 is nan, inf + -inf is nan, in the lanes they reach."""
+    m, k, n = 4, 6, 16
+    a, b = operands(m, k, n, seed=4)
+    a[0, 2], b[2, 5], a[1, 3], a[2, 4], b[5, 9] = np.inf, 0.0, np.nan, -np.inf, np.inf
+    exe = build_kernels([gemm_kernel(m, k, n, Opts(vector=(1, 16), upcast={0: 2}), "vgemm_inf")], [])
+    out = np.zeros(m * n, np.float32)
+    exe.run_kernel(0, [a.reshape(-1), b.reshape(-1), out])
+    with np.errstate(invalid="ignore"):
+        want = a.astype(np.float64) @ b.astype(np.float64)
+    got = out.reshape(m, n)
+    assert np.array_equal(np.isnan(got), np.isnan(want)) and np.array_equal(np.isinf(got), np.isinf(want))
+    assert np.array_equal(np.sign(got[np.isinf(got)]), np.sign(want[np.isinf(want)]))
+
+
+def test_vector_axis_renders_vector_loads_stores_and_accumulators() -> None:
+    source = render_c(linearize(gemm_kernel(8, 8, 32, Opts(vector=(1, 16), upcast={0: 2, 1: 2}))))
+    assert "typedef float f32x16 __attribute__((vector_size(64)));" in source
+    assert source.count("f32x16 acc") == 4 and source.count("= *(const f32x16_u*)(data1 + ") == 2, source
+    assert source.count("*(f32x16_u*)(data2 + ") == 4 and "float val" in source  # A's values stay scalars
+    assert "omp simd" not in source and "fp-contract=fast" in source

@@ -215,3 +215,50 @@ def test_the_register_tile_shrinks_as_the_body_it_copies_grows(chain: int) -> No
         assert tile == 64
     if body * 2 <= TILE_NODES:
         assert tile * body * 2 > TILE_NODES  # no smaller than it needs to be: doubling it would pass the limit
+
+
+# ---------------------------------------------------------------------------------------------------------
+# vector: an output axis split into vectors of lanes, the lanes a range of kind VECTOR
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _float_matmul(m: int, k: int, n: int, b_transposed: bool = False) -> UOp:
+    """C = A @ B (or A @ B.T) in float32: B's rows hold C's columns, so along C's axis 1 B moves by 1 (or by k)."""
+    a = UOp.buffer(0, m * k).reshape((m, 1, k)).expand((m, n, k))
+    b = UOp.buffer(1, k * n).reshape((n, k) if b_transposed else (k, n))
+    b = b if b_transposed else b.permute((1, 0))
+    return kernel_of((a * b.reshape((1, n, k)).expand((m, n, k))).sum([2]).reshape((m, n)), 2)
+
+
+@pytest.mark.parametrize(("lanes", "left"), [(4, {0: 3, 1: 2}), (8, {0: 3})])
+def test_vector_splits_the_axis_into_lanes(lanes: int, left: dict[int, int]) -> None:
+    opted = apply_opts(_float_matmul(3, 5, 8), Opts(vector=(1, lanes)))
+    kinds = loops(opted)
+    assert kinds[3] == (AxisType.VECTOR, lanes)  # the lanes are a new axis after the kernel's others
+    assert {a: n for a, (kind, n) in kinds.items() if kind is AxisType.LOOP} == left
+    assert sorted(stored_indices(opted)) == list(range(24))  # each output element stored once, by one lane
+
+
+def test_vector_then_upcast_tiles_vectors() -> None:
+    opted = apply_opts(_float_matmul(4, 5, 32), Opts(vector=(1, 8), upcast={0: 2, 1: 2}))
+    assert count(opted, Ops.STORE) == 4 and sorted(stored_indices(opted)) == list(range(128))
+
+
+COLUMNS = UOp.buffer(0, 32).reshape((4, 8))
+
+
+@pytest.mark.parametrize(
+    ("kernel", "opts", "message"),
+    [
+        (lambda: _float_matmul(4, 5, 8, b_transposed=True), Opts(vector=(1, 8)), "LOAD of data1 does not move one"),
+        (lambda: _float_matmul(4, 5, 8), Opts(vector=(1, 3)), "cannot vectorize axis 1 of size 8 by 3"),
+        (lambda: _float_matmul(4, 5, 8), Opts(vector=(2, 5)), "only an output axis can be vectorized, axis 2 is"),
+        (lambda: kernel_of(COLUMNS.reduce(Ops.MAX, [0]), 1), Opts(vector=(1, 8)), "MAX of"),
+        (lambda: kernel_of(COLUMNS.cast(dtypes.int32).sum([0]), 1), Opts(vector=(1, 8)), "CAST of dtypes.int32"),
+    ],
+)
+def test_vectors_are_refused_where_the_renderer_could_not_run_lanes(
+    kernel: Callable[[], UOp], opts: Opts, message: str
+) -> None:
+    with pytest.raises(LowerError, match=message):
+        apply_opts(kernel(), opts)

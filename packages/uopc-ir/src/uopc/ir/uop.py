@@ -42,6 +42,7 @@ class AxisType(enum.Enum):
     UNROLL = "unroll"  # a reduction axis unrolled into straight-line code
     GROUP = "group"  # an output axis spread over the blocks of a GPU grid: one value per block (blockIdx)
     LOCAL = "local"  # an axis spread over the threads of one GPU block: one value per thread (threadIdx)
+    VECTOR = "vector"  # an output axis whose iterations are the lanes of one SIMD register: no loop at all
 
 
 class RangeArg(NamedTuple):

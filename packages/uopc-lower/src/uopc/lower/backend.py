@@ -84,7 +84,9 @@ class Backend:
     """A backend is its three parts, under a name, and optionally a plan store for warm starts. A backend
     whose device runs kernels differently from loops on a CPU brings its own arrow from a Kernel to its
     LinearProgram (a GPU maps loops onto threads); without one, the driver applies the kernel's opts and
-    linearizes, once per distinct kernel."""
+    linearizes, once per distinct kernel. A backend that `packs_matmuls` gets plans in which large matmuls
+    read copies of their operands packed for a CPU's caches and vector registers (pack.py); a GPU tiles
+    matmuls its own way, through shared memory."""
 
     name: str
     renderer: Renderer
@@ -92,6 +94,7 @@ class Backend:
     runtime: Runtime
     store: PlanStore | None = None
     linearize: Callable[[Kernel], LinearProgram] | None = None
+    packs_matmuls: bool = False
 
 
 class BackendNotFound(UopcError, LookupError):

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from uopc.ir import BufferArg, ConstValue, DType, Ops, UOp, round_to, sink, substitute, toposort
 from uopc.lower.opt import Opts, choose_opts
+from uopc.lower.pack import Packable, pack_kernel, pack_matmul
 from uopc.lower.rangeify import rangeify
 from uopc.lower.stages import BufferSpec, Kernel, Plan, Step
 
@@ -174,9 +175,10 @@ def _kernel_name(shape: tuple[int, ...], reduces: bool, taken: set[str]) -> str:
     return name
 
 
-def make_plan(graph: UOp, opt: bool = True) -> Plan:
+def make_plan(graph: UOp, opt: bool = True, pack: bool = False) -> Plan:
     """The plan for a normalized graph (see `normalize`): one kernel per group of materialized nodes, each
-    with the opts `choose_opts` picks for it (none if `opt` is off)."""
+    with the opts `choose_opts` picks for it (none if `opt` is off). With `opt` and `pack`, a large matmul
+    reads copies of its operands packed into panels, each made by a kernel of its own (pack.py)."""
     n_inputs = sum(1 for u in graph.toposort() if u.op is Ops.BUFFER)
     buffers = [
         BufferSpec(u.scalar_dtype, u.arg.size)
@@ -201,10 +203,34 @@ def make_plan(graph: UOp, opt: bool = True) -> Plan:
     for group in group_outputs(order, boundaries):
         ast, plan_buffers = _lower_group(group, boundaries, where)
         name = _kernel_name(group.shape, not group.elementwise, names)
-        kernels.append(Kernel(name, ast, choose_opts(ast) if opt else Opts()))
+        packing = pack_matmul(ast) if opt and pack else None
+        if packing is None:
+            kernels.append(Kernel(name, ast, choose_opts(ast) if opt else Opts()))
+        else:
+            for copy in packing.copies:
+                plan_buffers = _schedule_copy(copy, plan_buffers, buffers, kernels, steps, names)
+            kernels.append(Kernel(name, packing.kernel, packing.opts))
         steps.append(Step(len(kernels) - 1, plan_buffers))
     made = tuple(kernels)
     return Plan(tuple(steps), tuple(buffers), n_inputs, tuple(outputs), make_kernels=lambda: made)
+
+
+def _schedule_copy(
+    p: Packable,
+    plan_buffers: tuple[int, ...],
+    buffers: list[BufferSpec],
+    kernels: list[Kernel],
+    steps: list[Step],
+    names: set[str],
+) -> tuple[int, ...]:
+    """Add the copy that packs a matmul's operand (pack.py), into a plan buffer of its own, as a step before
+    the matmul; return the matmul's plan buffers, the copy's in the operand's slot."""
+    slot = p.load.src[0].arg.slot
+    buffers.append(BufferSpec(p.load.scalar_dtype, p.size))
+    copy = pack_kernel(p)
+    kernels.append(Kernel(_kernel_name(p.blocks, False, names), copy, choose_opts(copy)))
+    steps.append(Step(len(kernels) - 1, (plan_buffers[slot], len(buffers) - 1)))
+    return tuple(len(buffers) - 1 if i == slot else b for i, b in enumerate(plan_buffers))
 
 
 def _lower_group(group: _Group, boundaries: set[UOp], where: dict[UOp, int]) -> tuple[UOp, tuple[int, ...]]:
@@ -269,31 +295,31 @@ class PlanCache:
     DEBUG."""
 
     def __init__(self, size: int = 256) -> None:
-        self.plans: OrderedDict[tuple[UOp, bool], Plan] = OrderedDict()
+        self.plans: OrderedDict[tuple[UOp, bool, bool], Plan] = OrderedDict()
         self.size, self.made, self.restored = size, 0, 0
 
-    def get(self, graph: UOp, opt: bool) -> tuple[Plan, bool]:
-        """The plan for `graph`, and whether it was new."""
-        found = self.find(graph, opt)
+    def get(self, graph: UOp, opt: bool, pack: bool = False) -> tuple[Plan, bool]:
+        """The plan for `graph` (made with make_plan's `opt` and `pack`), and whether it was new."""
+        found = self.find(graph, opt, pack)
         if found is not None:
             return found, False
         self.made += 1
-        return self._add((graph, opt), make_plan(graph, opt)), True
+        return self._add((graph, opt, pack), make_plan(graph, opt, pack)), True
 
-    def find(self, graph: UOp, opt: bool) -> Plan | None:
+    def find(self, graph: UOp, opt: bool, pack: bool = False) -> Plan | None:
         """The plan for `graph` if it is here; makes nothing."""
-        key = (graph, opt)
+        key = (graph, opt, pack)
         found = self.plans.get(key)
         if found is not None:
             self.plans.move_to_end(key)
         return found
 
-    def add_restored(self, graph: UOp, opt: bool, plan: Plan) -> None:
+    def add_restored(self, graph: UOp, opt: bool, plan: Plan, pack: bool = False) -> None:
         """Keep a plan restored from a plan store, as if it had been made here."""
         self.restored += 1
-        self._add((graph, opt), plan)
+        self._add((graph, opt, pack), plan)
 
-    def _add(self, key: tuple[UOp, bool], plan: Plan) -> Plan:
+    def _add(self, key: tuple[UOp, bool, bool], plan: Plan) -> Plan:
         self.plans[key] = plan
         if len(self.plans) > self.size:
             self.plans.popitem(last=False)

@@ -4,18 +4,20 @@ upcast an output axis by n: its loop runs n times fewer iterations and computes 
 in registers (a register tile: an upcast matmul computes a tile of outputs that all share one reduce loop).
 unroll a reduce axis by n: the reduce loop runs n times fewer iterations, each combining n values.
 thread an output axis: its loop becomes the outermost one and runs in parallel across CPU threads.
+vector an output axis by n: n of its iterations run at once, as the n lanes of one SIMD register.
 """
 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from uopc.ir import (
     AxisType,
     Ops,
     UOp,
     accumulator_dtype,
+    dtypes,
     linear_terms,
     prod,
     range_,
@@ -35,6 +37,12 @@ class Opts:
     upcast: dict[int, int] = field(default_factory=dict)  # output axis -> factor
     unroll: dict[int, int] = field(default_factory=dict)  # reduce axis -> factor
     thread: int | None = None  # output axis to run in parallel
+    vector: tuple[int, int] | None = None  # (output axis, lanes): that many of its iterations in one register
+
+    def key(self) -> tuple[object, ...]:
+        """Every field, hashable (dicts as sorted items): equal opts, equal keys, whatever fields come later."""
+        values = (getattr(self, f.name) for f in fields(self))
+        return tuple(tuple(sorted(v.items())) if isinstance(v, dict) else v for v in values)
 
 
 def find_range(kernel: UOp, axis: int) -> UOp:
@@ -132,6 +140,88 @@ def thread(kernel: UOp, axis: int) -> UOp:
     return sink(*out)
 
 
+def vectorize(kernel: UOp, axis: int, lanes: int) -> UOp:
+    """Split output `axis` into a loop over vectors and the `lanes` lanes of each: index = outer * lanes +
+    lane, the lane range a new axis of kind VECTOR placed just inside the outer loop. A renderer runs the
+    lanes as one SIMD register, so every value that depends on them must be a vector (check_vector)."""
+    r = find_range(kernel, axis)
+    if r.arg.kind is not AxisType.LOOP:
+        raise LowerError(f"opt: only an output axis can be vectorized, axis {axis} is {r.arg.kind.value}")
+    outer = _split(r, lanes, "vectorize")
+    lane = range_(UOp.const(lanes, r.scalar_dtype), 1 + max(u.arg.axis for u in kernel.toposort() if u.op is Ops.RANGE))
+    lane = lane.replace(arg=lane.arg._replace(kind=AxisType.VECTOR))
+    whole = outer.src[0].arg > 1
+    index = outer * lanes + lane if whole else lane
+    out = []
+    for end in kernel.src:
+        if end.op is Ops.END and r in end.src[1:]:
+            ranges = [x for x in end.src[1:] if x is not r]
+            at = list(end.src[1:]).index(r)
+            ranges[at:at] = [outer, lane] if whole else [lane]
+            out.append(substitute(end.src[0], {r: index}).end(*ranges))
+        else:
+            out.append(end)
+    vectored = simplify(sink(*out))
+    check_vector(vectored, find_range(vectored, lane.arg.axis))
+    return vectored
+
+
+def can_vectorize(kernel: UOp, axis: int, lanes: int) -> bool:
+    """Whether `vectorize` accepts the axis: the heuristic's question before it picks vectors."""
+    try:
+        vectorize(kernel, axis, lanes)
+    except LowerError:
+        return False
+    return True
+
+
+_VECTOR_OPS = (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.LOAD, Ops.REDUCE)  # what gcc's vector types compute alike
+
+
+def check_vector(kernel: UOp, lane: UOp) -> None:
+    """Refuse a vector axis the renderer could not run as vectors: every load and store that moves along the
+    lanes must read or write them contiguously (stride 1, no gate), every value that depends on the lanes
+    must be a float32 sum of products of loads, and the lane index itself may only address memory."""
+    lanes: set[UOp] = {lane}  # nodes whose value changes from lane to lane
+    data: set[UOp] = set()  # of those, the values loaded or computed from loads: the vectors
+    for u in kernel.toposort():
+        if u is lane or not any(s in lanes for s in u.src):
+            continue
+        lanes.add(u)
+        if u.op in (Ops.LOAD, Ops.STORE):
+            _check_lane_index(u, lane)
+        if u.op is Ops.LOAD or any(s in data for s in u.src):
+            data.add(u)
+            _check_vector_value(u, lane, [s for s in u.src if s in lanes and s not in data])
+
+
+def _check_vector_value(u: UOp, lane: UOp, indices: list[UOp]) -> None:
+    """`u`, a vector, computes lanes alike; `indices` are its lane-dependent integer sources."""
+    axis = lane.arg.axis
+    if u.op is Ops.STORE and indices != [u.src[1]]:
+        raise LowerError(f"opt: cannot vectorize axis {axis}: a store along it stores one value to all lanes")
+    if u.op in (Ops.STORE, Ops.END, Ops.SINK):  # an END lists the lane range among its loops
+        return
+    if any(s is not u.src[1] or u.op is not Ops.LOAD for s in indices):
+        raise LowerError(f"opt: cannot vectorize axis {axis}: {u.op.name} uses the lane index as a value")
+    op = u.arg if u.op is Ops.REDUCE else u.op
+    if op not in _VECTOR_OPS or u.dtype is not dtypes.float32:
+        raise LowerError(
+            f"opt: cannot vectorize axis {axis}: {op.name} of {u.dtype} depends on it; "
+            "vectors hold float32 sums of products of loads only"
+        )
+
+
+def _check_lane_index(u: UOp, lane: UOp) -> None:
+    terms, _ = linear_terms(u.src[1])
+    hidden = any(lane in t.toposort() for t in terms if t is not lane)
+    if terms.get(lane) != 1 or hidden or (u.op is Ops.LOAD and len(u.src) == 3):
+        raise LowerError(
+            f"opt: cannot vectorize axis {lane.arg.axis}: the {u.op.name} of data{u.src[0].arg.slot} "
+            f"does not move one element per lane (stride {terms.get(lane, 'not linear')}, gated {len(u.src) == 3})"
+        )
+
+
 THREAD_MIN_WORK = 1 << 18  # below this many inner iterations, starting threads costs more than it saves
 TILE_NODES = 1280  # tile values x body nodes, at most: gcc's time grows with the copies (a fused matmul: 20 nodes, 8x8)
 
@@ -201,12 +291,14 @@ MAX_UPCAST = 64  # values per register tile: gcc needed minutes for a 16x16 tile
 
 
 def apply_opts(kernel: UOp, opts: Opts) -> UOp:
-    """Unroll, then upcast, then thread; each step keeps the kernel's meaning."""
+    """Unroll, then vectorize, then upcast, then thread; each step keeps the kernel's meaning."""
     tile = prod(opts.upcast.values())
     if tile > MAX_UPCAST:
         raise LowerError(f"opt: upcast {opts.upcast} makes a tile of {tile} values; at most {MAX_UPCAST} are allowed")
     for axis, n in sorted(opts.unroll.items()):
         kernel = unroll(kernel, axis, n)
+    if opts.vector is not None:
+        kernel = vectorize(kernel, *opts.vector)
     if opts.upcast:
         kernel = upcast_tile(kernel, opts.upcast)
     if opts.thread is not None:

@@ -99,7 +99,7 @@ def _optimized(kernels: tuple[Kernel, ...]) -> list[UOp]:
     done: dict[tuple[object, ...], UOp] = {}
     out = []
     for k in kernels:
-        key = (k.ast, tuple(sorted(k.opts.upcast.items())), tuple(sorted(k.opts.unroll.items())), k.opts.thread)
+        key = (k.ast, *k.opts.key())
         if key not in done:
             done[key] = apply_opts(k.ast, k.opts)
         out.append(done[key])
@@ -134,10 +134,11 @@ def code_digest(folders: list[str]) -> str:
     return digest.hexdigest()
 
 
-def plan_key(graph: UOp, opt: bool) -> str:
+def plan_key(graph: UOp, opt: bool, pack: bool = False) -> str:
     """The name a plan store keeps the plan of a normalized graph under: a digest of the graph's text, the
-    optimizer setting and the lowering code. The backend adds its own settings (its code, its compiler)."""
-    text = "\0".join([to_uir(graph), f"opt={opt}", lowering_code()])
+    optimizer and packing settings and the lowering code. The backend adds its own settings (its code, its
+    compiler)."""
+    text = "\0".join([to_uir(graph), f"opt={opt}", f"pack={pack}", lowering_code()])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -160,7 +161,7 @@ def restore_plan(graph: UOp, opt: bool, backend: Backend, key: str) -> tuple[Pla
         manifest.buffers,
         manifest.n_inputs,
         manifest.outputs,
-        make_kernels=lambda: _kernels_again(graph, opt, manifest),
+        make_kernels=lambda: _kernels_again(graph, opt, backend.packs_matmuls, manifest),
     )
     times = StageTimes(0.0, 0.0, 0.0, looked_up - start, loaded - looked_up)
     return plan, CompiledPlan(
@@ -172,9 +173,9 @@ def restore_plan(graph: UOp, opt: bool, backend: Backend, key: str) -> tuple[Pla
     )
 
 
-def _kernels_again(graph: UOp, opt: bool, manifest: Manifest) -> tuple[Kernel, ...]:
+def _kernels_again(graph: UOp, opt: bool, pack: bool, manifest: Manifest) -> tuple[Kernel, ...]:
     """The kernels of a restored plan, made again; they must be those the stored manifest describes."""
-    plan = make_plan(graph, opt)
+    plan = make_plan(graph, opt, pack)
     if plan.manifest != manifest:
         raise LowerError("a plan store's manifest does not match the plan its graph makes now: the store is stale")
     return plan.kernels

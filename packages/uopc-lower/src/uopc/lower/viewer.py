@@ -141,6 +141,7 @@ def _times(record: RealizeRecord) -> str:
 def _opts_text(opts: Opts) -> str:
     parts = [f"upcast {opts.upcast}" if opts.upcast else "", f"unroll {opts.unroll}" if opts.unroll else ""]
     parts.append(f"thread axis {opts.thread}" if opts.thread is not None else "")
+    parts.append(f"vector axis {opts.vector[0]} in {opts.vector[1]} lanes" if opts.vector is not None else "")
     return ", ".join(p for p in parts if p) or "none"
 
 

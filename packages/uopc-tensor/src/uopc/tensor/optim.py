@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from uopc.tensor.errors import TensorError
+from uopc.tensor.realize import buffer_node, realizer
 from uopc.tensor.tensor import Tensor
 
 State = tuple[Tensor, ...]
@@ -57,9 +58,16 @@ class Optimizer(abc.ABC):
 
     @lr.setter
     def lr(self, value: float) -> None:
-        """A new learning rate is new data for the same plan."""
+        """A new learning rate is new data for the same plan, in the same buffer: a captured step (capture.py)
+        reads that buffer at every replay, so a schedule set between calls reaches the replayed kernels."""
         _nonnegative(lr=value)
-        self.lr_tensor = _scalar(value, self.device)
+        fresh = _scalar(value, self.device)
+        if not hasattr(self, "lr_tensor"):
+            self.lr_tensor = fresh
+            return
+        old, new = buffer_node(self.lr_tensor.uop), buffer_node(fresh.uop)
+        assert old is not None and new is not None, "both are buffers given a shape"
+        realizer.buffers[old] = realizer.buffers[new]
 
     def zero_grad(self) -> None:
         for p in self.params:

@@ -12,7 +12,8 @@ import os
 import time
 import weakref
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from uopc.ir import BufferArg, DType, Ops, UOp
@@ -35,6 +36,29 @@ if TYPE_CHECKING:
     from uopc.tensor.tensor import Tensor
 
 
+@dataclass
+class Launch:
+    """One realize of a recorded call: the device, the plan it ran, compiled, the BUFFER nodes it read (in plan order),
+    the arrays of all its plan buffers, and the BUFFER node it returned for each root."""
+
+    device: str
+    plan: Plan
+    compiled: CompiledPlan
+    inputs: list[UOp]
+    buffers: list[Any]
+    outputs: list[UOp]
+
+
+@dataclass
+class Recording:
+    """What one call of a captured step did (capture.py): its launches in order, and the index checks it
+    made on host values, each as the BUFFER node it read and the check to run on values like them."""
+
+    name: str
+    launches: list[Launch] = field(default_factory=list)
+    checks: list[tuple[UOp, Callable[[Any], None]]] = field(default_factory=list)
+
+
 class Realizer:
     """The state that realize keeps between calls, one per process (`realizer`). What lives how long:
 
@@ -54,6 +78,7 @@ class Realizer:
       `compile`, `load`) and `run`. scripts/bench_compile.py reads it around a training step.
     - `pages`: with VIZ=1, the folder of this process's stage viewer pages and their titles (viz.py); kept
       for the whole process, so that its index lists every page.
+    - `recording`: while capture.py records a call of a step, what that call launched; None otherwise.
     """
 
     def __init__(self) -> None:
@@ -64,6 +89,7 @@ class Realizer:
         self.compiled: weakref.WeakKeyDictionary[Plan, dict[str, CompiledPlan]] = weakref.WeakKeyDictionary()
         self.seconds: defaultdict[str, float] = defaultdict(float)
         self.pages = StagePages()
+        self.recording: Recording | None = None
         self._buffer_ids = itertools.count()
 
     def new_buffer(self, data: Any, dtype: DType) -> UOp:
@@ -77,22 +103,23 @@ class Realizer:
 
         A plan this process has not seen is looked for in the backend's plan store first (a warm start:
         nothing is made or compiled); a plan made here is kept in the store for the next process."""
-        plan = self.plans.find(graph, opt)
-        key = plan_key(graph, opt) if backend.store is not None and plan is None else None
+        pack = backend.packs_matmuls
+        plan = self.plans.find(graph, opt, pack)
+        key = plan_key(graph, opt, pack) if backend.store is not None and plan is None else None
         restored = restore_plan(graph, opt, backend, key) if key is not None else None
         if restored is not None:
             plan, compiled = restored
-            self.plans.add_restored(graph, opt, plan)
+            self.plans.add_restored(graph, opt, plan, pack)
             self.compiled[plan] = {backend.name: compiled}
             self._count(compiled)
             return plan, compiled, True
         if plan is None:
-            plan, _ = self.plans.get(graph, opt)
+            plan, _ = self.plans.get(graph, opt, pack)
         on_device = self.compiled.setdefault(plan, {})
         if backend.name in on_device:
             return plan, on_device[backend.name], False
         if key is None and backend.store is not None:
-            key = plan_key(graph, opt)
+            key = plan_key(graph, opt, pack)
         compiled = on_device[backend.name] = compile_plan(plan, backend, key)
         self._count(compiled)
         return plan, compiled, True
@@ -167,6 +194,16 @@ def realize(roots: Sequence[UOp], device: str) -> list[UOp]:
     if page:
         number = realizer.pages.next_number()
         realizer.pages.write(RealizeRecord(number, device, graph, plan, compiled, planned, run_seconds))
-    return [
+    outputs = [
         inputs[o] if o < plan.n_inputs else realizer.new_buffer(buffers[o], plan.buffers[o].dtype) for o in plan.outputs
     ]
+    if realizer.recording is not None:
+        realizer.recording.launches.append(Launch(device, plan, compiled, inputs, buffers, outputs))
+    return outputs
+
+
+def buffer_node(value: UOp) -> UOp | None:
+    """The BUFFER node under a computed value (a BUFFER, or a BUFFER given its shape); None for a graph."""
+    if value.op is Ops.BUFFER:
+        return value
+    return value.src[0] if value.op is Ops.RESHAPE and value.src[0].op is Ops.BUFFER else None

@@ -22,7 +22,7 @@ from uopc.ir import DType, OpMixin, Ops, UOp, dtypes, operand_kinds, prod, promo
 from uopc.lower import get_backend
 from uopc.tensor.autodiff import compute_gradients
 from uopc.tensor.errors import TensorError, TensorIndexError
-from uopc.tensor.realize import realize, realizer
+from uopc.tensor.realize import buffer_node, realize, realizer
 
 Scalar: TypeAlias = bool | int | float
 Operand: TypeAlias = "Tensor | Scalar | np.generic[Any]"
@@ -285,8 +285,17 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
 
     def numpy(self) -> np.ndarray[Any, Any]:
         """The value as a numpy array (a copy). numpy has no bfloat16: bfloat16 comes out as float32 (exact)."""
+        if realizer.recording is not None:  # a replay runs kernels only: no Python would see the new values
+            raise TensorError(
+                f"capture: {realizer.recording.name} reads a tensor's values ({self.dtype.name} of shape "
+                f"{self.shape}) while it is captured; a replay would not read them again: return the tensor "
+                "from the step and read it after the call"
+            )
+        return self._host_values()
+
+    def _host_values(self) -> np.ndarray[Any, Any]:
         if self.dtype is dtypes.bfloat16:
-            return self.cast(dtypes.float32).numpy()
+            return self.cast(dtypes.float32)._host_values()
         self.realize()
         runtime = get_backend(self.device).runtime
         value = realizer.computed.get(self.uop, self.uop)
@@ -820,12 +829,8 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
             raise TensorError(f"one_hot needs integer labels, got {self.dtype.name}")
         if not _is_index(num_classes) or num_classes < 1:
             raise TensorError(f"one_hot: num_classes must be a positive integer, got {num_classes!r}")
-        labels = self.realize().numpy()  # labels are data: a bad one would silently be an all-zero row
-        if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
-            raise TensorError(
-                f"one_hot({num_classes}): indices must lie in [0, {num_classes}), "
-                f"got values from {labels.min()} to {labels.max()}"
-            )
+        # labels are data: a bad one would silently be an all-zero row
+        _check_index_tensor(self, functools.partial(_check_index_values, f"one_hot({num_classes})", n=num_classes))
         classes = Tensor.arange(num_classes, device=self.device)
         return (self.unsqueeze(-1) == classes).cast(dtypes.int32)
 
@@ -1171,7 +1176,7 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         if any(index.shape[i] > self.shape[i] for i in range(self.ndim) if i != d):
             raise TensorError(f"gather: index of shape {index.shape} is longer than {self.shape} off dim {d}")
         n = self.shape[d]
-        _check_indices("gather", index, n, negative=False)
+        _check_index_tensor(index, functools.partial(_check_index_values, "gather", n=n))
         rows = self.shrink([None if i == d else (0, index.shape[i]) for i in range(self.ndim)])
         rows = rows.unsqueeze(-1).transpose(d, -1)  # axis d now has size 1, and a last axis the n candidates
         hit = index.unsqueeze(-1) == Tensor.arange(n, dtype=index.dtype, device=self.device)  # no cast to make
@@ -1372,8 +1377,8 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
                 f"{op}: input {self.shape} (classes on the last axis) needs targets of shape {self.shape[:-1]}, "
                 f"got {target.shape}"
             )
-        values = target.numpy()  # targets are data, checked now: from numpy they are a buffer, read with no kernel
-        _check_index_values(op, values[values != ignore_index], self.shape[-1], negative=False)
+        # targets are data, checked now: from numpy they are a buffer, read with no kernel
+        _check_index_tensor(target, functools.partial(_check_targets, op, self.shape[-1], ignore_index))
         kept = target != ignore_index
         labels = kept.where(target, 0)
         hit = labels.unsqueeze(-1) == Tensor.arange(self.shape[-1], dtype=labels.dtype, device=self.device)
@@ -1900,7 +1905,22 @@ def _check_indices(op: str, index: Tensor, n: int, negative: bool) -> np.ndarray
     return values
 
 
-def _check_index_values(op: str, values: np.ndarray[Any, Any], n: int, negative: bool) -> None:
+def _check_index_tensor(index: Tensor, check: Callable[[np.ndarray[Any, Any]], None]) -> None:
+    """Run `check` on the values of an index tensor (computed now, if lazy). While a captured step is
+    recorded, the check is kept with the buffer it read, and every replay runs it on that argument's new
+    values: a bad index fails at the call that passes it, as it does without capture."""
+    check(index._host_values())
+    if realizer.recording is not None:
+        node = buffer_node(realizer.computed.get(index.uop, index.uop))
+        assert node is not None, "a realized tensor is a buffer"
+        realizer.recording.checks.append((node, check))
+
+
+def _check_targets(op: str, n: int, ignore_index: int, values: np.ndarray[Any, Any]) -> None:
+    _check_index_values(op, values[values != ignore_index], n)
+
+
+def _check_index_values(op: str, values: np.ndarray[Any, Any], n: int, negative: bool = False) -> None:
     low = -n if negative else 0
     if values.size and (values.min() < low or values.max() >= n):
         raise TensorIndexError(

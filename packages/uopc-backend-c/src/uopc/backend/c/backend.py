@@ -14,4 +14,4 @@ from uopc.backend.c.runtime import CRuntime
 from uopc.backend.c.store import CPlanStore
 from uopc.lower import Backend
 
-C_BACKEND = Backend("C", CRenderer(), CCompiler(), CRuntime(), CPlanStore())
+C_BACKEND = Backend("C", CRenderer(), CCompiler(), CRuntime(), CPlanStore(), packs_matmuls=True)

@@ -189,6 +189,7 @@ class _CWriter:
                 open_loops.pop()
             for s in u.src:
                 self.users.setdefault(s, []).append(u)
+        self.vectors = vector_values(program.uops)
 
     def fresh(self, prefix: str) -> str:
         n = self.counts.get(prefix, 0)
@@ -230,10 +231,12 @@ class _CWriter:
             self.expr[u] = text
             return
         name = self.fresh(prefix)
-        self.line(f"{c_type(u.scalar_dtype)} {name} = {text};")
+        self.line(f"{self.vectors.get(u) or c_type(u.scalar_dtype)} {name} = {text};")
         self.expr[u] = name
 
     def statement(self, u: UOp) -> None:
+        if self.vector_statement(u):
+            return
         if u.op is Ops.CONST:
             self.expr[u] = c_literal(u.arg, u.scalar_dtype)
         elif u.op is Ops.DEFINE_GLOBAL:
@@ -274,6 +277,28 @@ class _CWriter:
         else:
             raise RenderError(f"the C renderer has no rule for {u.op.name}")
 
+    def vector_statement(self, u: UOp) -> bool:
+        """Write `u` if it is part of a vector axis (vector_values); whether it was."""
+        lanes = self.vectors.get(u)
+        if u.op is Ops.RANGE and u.arg.kind is AxisType.VECTOR:
+            self.line(f"// axis {u.arg.axis}: the lanes of {vector_type(u.src[0].arg)} vectors, at lane 0's index")
+            self.expr[u] = "0"
+        elif u.op is Ops.ENDRANGE and u.src[0].arg.kind is AxisType.VECTOR:
+            pass
+        elif lanes is None:
+            return False
+        elif u.op is Ops.LOAD:
+            self.helpers[lanes] = vector_typedefs(lanes)
+            self.value(u, f"*(const {lanes}_u*)({self.expr[u.src[0]]} + {self.expr[u.src[1]]})", "val")
+        elif u.op is Ops.STORE:
+            self.line(f"*({lanes}_u*)({self.expr[u.src[0]]} + {self.expr[u.src[1]]}) = {self.expr[u.src[2]]};")
+        elif u.op is Ops.DEFINE_ACC:  # a scalar added to a vector is added to every lane: each starts at it
+            self.helpers[lanes] = vector_typedefs(lanes)
+            self.value(u, f"({lanes}){{}} + {self.expr[u.src[0]]}", "acc")
+        else:
+            return False
+        return True
+
     def range(self, r: UOp) -> None:
         prefix = {AxisType.REDUCE: "ridx", AxisType.THREAD: "tidx"}.get(r.arg.kind, "idx")
         name = f"{prefix}{r.arg.axis}"
@@ -310,9 +335,45 @@ class _CWriter:
             return []
         if not updates or any(u.arg is not Ops.ADD for u in updates) or vmax(r.src[0]) < SIMD_MIN_TRIPS:
             return []
+        if any(u in self.vectors for u in updates):
+            return []
         if r.arg.axis in self.strided:
             return []
         return [self.expr[u.src[0]] for u in updates]
+
+
+def vector_type(lanes: int) -> str:
+    return f"f32x{lanes}"
+
+
+def vector_typedefs(name: str) -> str:
+    """gcc's vector types for `name` (f32x16): one aligned, for registers, and one that may sit anywhere in
+    a buffer and alias its floats, for loads and stores (an unaligned access costs nothing measurable)."""
+    size = 4 * int(name.removeprefix("f32x"))
+    return (
+        f"typedef float {name} __attribute__((vector_size({size})));\n"
+        f"typedef float {name}_u __attribute__((vector_size({size}), aligned(4), may_alias));"
+    )
+
+
+def vector_values(uops: Sequence[UOp]) -> dict[UOp, str]:
+    """The values that are vectors in a program with a vector axis (see opt.vectorize), each with its C type:
+    the loads and accumulators along the lanes and what is computed from them. A value that does not depend on
+    the lanes stays a scalar (gcc adds or multiplies it into every lane); the index arithmetic that depends on
+    them is computed for lane 0 (the lane index reads as 0) and addresses a whole vector."""
+    out: dict[UOp, str] = {}
+    lane_of: dict[UOp, int] = {}  # nodes that depend on the lane index -> lanes
+    for u in uops:
+        if u.op is Ops.RANGE and u.arg.kind is AxisType.VECTOR:
+            lane_of[u] = u.src[0].arg
+            continue
+        lanes = next((lane_of[s] for s in u.src if s in lane_of), None)
+        if lanes is None or u.op is Ops.ENDRANGE:
+            continue
+        lane_of[u] = lanes
+        if u.op in (Ops.LOAD, Ops.DEFINE_ACC, Ops.STORE) or any(s in out for s in u.src):
+            out[u] = vector_type(lanes)
+    return out
 
 
 def render_kernel(program: LinearProgram) -> tuple[str, dict[str, str]]:

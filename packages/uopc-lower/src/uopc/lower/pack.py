@@ -1,0 +1,158 @@
+"""Packing: a matmul's B copied into the order its register tile reads it, by a kernel the plan runs first.
+
+A matmul kernel C[i, j] = sum over k of A[i, k] * B[k, j] reads, for each k, a row of 64 of B's columns
+into its register tile. Where B is stored as (k, n), those rows lie n floats apart; where a layer stores it
+transposed, (n, k), each column is k floats from the next, and a tile's loads are 64 scattered floats. The
+packing copy writes B once into panels, panel p holding columns 64p .. 64p+63 for k = 0, 1, ...: the
+tile's reduce loop then walks one contiguous block of memory, the same for every layout, and the copy
+(n k floats, against m n k multiply-adds) absorbs the layout. The packed matmul's loops put the panel
+outermost: a panel (64 k floats, 256 KiB at k = 1024) stays in the core's L2 cache while every row of A
+passes over it, which is the cache blocking. Where the reduce loop strides through A (A stored as (k, m), as
+in a weight's gradient x.T @ dy), A is packed the same way, into groups of the tile's four rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from uopc.ir import AxisType, Ops, UOp, dtypes, linear_terms, prod, range_, simplify, sink, substitute
+from uopc.lower.opt import Opts, can_vectorize
+
+PANEL = 64  # columns of B per panel: one register tile's width, 4 vectors of 16 floats
+LANES = 16  # floats in one vector register of AVX-512
+TILE_ROWS = 4  # rows of A per register tile: 4 x 4 vector accumulators, with room for B's 4 vectors
+# multiply-adds (m n k) from which a matmul is packed: 128^3. bench_gemm.py --compare-unpacked, all three
+# layouts, on a loaded 2-core machine: packed ran 0.9-1.05x the unpacked plan's speed at 64^3, 1.2x and more
+# at 128^3, 2.6-4.2x at 256^3
+PACK_MIN_WORK = 1 << 21
+
+
+@dataclass(frozen=True)
+class Packable:
+    """An operand's load in a matmul kernel, the output range it moves along (j for B, i for A) and the
+    reduce range k; `width` elements of that range are packed next to each other for each k."""
+
+    load: UOp
+    column: UOp
+    reduce: UOp
+    width: int
+
+    @property
+    def blocks(self) -> tuple[int, int, int]:
+        """The packed copy's shape: blocks (B's panels, A's groups of rows), k rows in each, `width` wide."""
+        return (self.column.src[0].arg // self.width, self.reduce.src[0].arg, self.width)
+
+    @property
+    def size(self) -> int:
+        return prod(self.blocks)
+
+
+@dataclass(frozen=True)
+class PackedMatmul:
+    """What packing makes of a matmul kernel: the copies to run before it (B's, then A's if A is packed), the
+    kernel reading the copies in the operands' slots, and its opts."""
+
+    copies: tuple[Packable, ...]
+    kernel: UOp
+    opts: Opts
+
+
+def pack_matmul(kernel: UOp) -> PackedMatmul | None:
+    """Pack B into panels read as vectors; pack A too where its reduce loop strides through it (A.T @ B);
+    None where the kernel is no large float32 matmul whose panels vector lanes can read."""
+    b = find_packable(kernel)
+    if b is None:
+        return None
+    packed, columns = split_range(kernel, b, outermost=True)
+    if not can_vectorize(packed, columns, LANES):  # its lanes must compute alike (no max of a fused relu, say)
+        return None
+    panels = b.column.arg.axis
+    outputs = {u.arg.axis: u for u in packed.toposort() if u.op is Ops.RANGE and u.arg.kind is AxisType.LOOP}
+    before = [a for a in outputs if a < panels]
+    rows = outputs[max(before)] if before else None  # the output axis before B's columns: A's rows
+    upcast, copies = {columns: PANEL // LANES}, [b]
+    if rows is not None and rows.src[0].arg % TILE_ROWS == 0:
+        a = find_strided_rows(packed, rows, b.reduce)
+        if a is None:
+            upcast[rows.arg.axis] = TILE_ROWS
+        else:
+            packed, inner_rows = split_range(packed, a, outermost=False)
+            upcast[inner_rows], copies = TILE_ROWS, [b, a]
+    trips = {panels: b.blocks[0]}  # the loops left after the upcast, by axis
+    if rows is not None:
+        trips[rows.arg.axis] = rows.src[0].arg // upcast.get(rows.arg.axis, 1)
+    # threads over the panels where there are enough for each thread to have its own, else over the rows
+    order = [panels] if b.blocks[0] >= 4 or rows is None else [rows.arg.axis, panels]
+    thread = next((a for a in order if trips.get(a, 0) > 1), None)
+    return PackedMatmul(tuple(copies), packed, Opts(upcast=upcast, vector=(columns, LANES), thread=thread))
+
+
+def find_packable(kernel: UOp) -> Packable | None:
+    """The B of a large float32 matmul kernel: one store of one sum over one reduce range k, whose innermost
+    output range j moves a load that depends on j and k only, from a buffer the kernel reads nowhere else."""
+    nodes = kernel.toposort()
+    reduces = [u for u in nodes if u.op is Ops.REDUCE]
+    end = kernel.src[0] if len(kernel.src) == 1 else None
+    if end is None or end.op is not Ops.END or len(reduces) != 1 or len(reduces[0].src) != 2:
+        return None
+    total, k = reduces[0], reduces[0].src[1]
+    j = end.src[-1]
+    work = prod(r.src[0].arg for r in (*end.src[1:], k))
+    if total.arg is not Ops.ADD or total.dtype is not dtypes.float32 or work < PACK_MIN_WORK or j.src[0].arg % PANEL:
+        return None
+    load = _sole_load(kernel, total, {j, k})
+    return None if load is None else Packable(load, j, k, PANEL)
+
+
+def find_strided_rows(kernel: UOp, rows: UOp, k: UOp) -> Packable | None:
+    """A's load, where each step of k moves it by more than one element (A stored as (k, m)): packed into
+    groups of TILE_ROWS rows, the tile's four values for each k are next to each other, and the groups follow
+    one another in k order."""
+    (total,) = [u for u in kernel.toposort() if u.op is Ops.REDUCE]
+    load = _sole_load(kernel, total, {rows, k})
+    if load is None or linear_terms(load.src[1])[0].get(k) == 1:
+        return None
+    return Packable(load, rows, k, TILE_ROWS)
+
+
+def _sole_load(kernel: UOp, total: UOp, moved_by: set[UOp]) -> UOp | None:
+    """The ungated load in the sum that exactly the ranges `moved_by` move, from a buffer read nowhere else."""
+    nodes = kernel.toposort()
+    for load in (u for u in total.src[0].toposort() if u.op is Ops.LOAD and len(u.src) == 2):
+        readers = [u for u in nodes if u.op in (Ops.LOAD, Ops.STORE) and u.src[0] is load.src[0]]
+        if {r for r in load.src[1].toposort() if r.op is Ops.RANGE} == moved_by and readers == [load]:
+            return load
+    return None
+
+
+def pack_kernel(p: Packable) -> UOp:
+    """The copy: packed[(o k + kk) w + l] = the operand at index o w + l of its range, row kk. Slot 0 is the
+    operand, slot 1 the copy."""
+    index_dtype = p.column.scalar_dtype
+    o, kk, lane = (range_(UOp.const(size, index_dtype), axis) for axis, size in enumerate(p.blocks))
+    src = p.load.src[0]
+    source = UOp.define_global(0, src.arg.size, src.scalar_dtype)
+    index = substitute(p.load.src[1], {p.column: o * p.width + lane, p.reduce: kk, src: source})
+    packed = UOp.define_global(1, p.size, src.scalar_dtype)
+    return simplify(sink(packed.store((o * p.blocks[1] + kk) * p.width + lane, source.load(index)).end(o, kk, lane)))
+
+
+def split_range(kernel: UOp, p: Packable, outermost: bool) -> tuple[UOp, int]:
+    """The matmul reading p's copy in the operand's slot, and the new axis: p's range becomes a block range
+    (keeping its axis) and a range over the block (a new axis). With `outermost`, the block loop goes outside
+    all others: B's panels, each read from cache by every row of A."""
+    axis = 1 + max(u.arg.axis for u in kernel.toposort() if u.op is Ops.RANGE)
+    index_dtype = p.column.scalar_dtype
+    block = range_(UOp.const(p.blocks[0], index_dtype), p.column.arg.axis)
+    inner = range_(UOp.const(p.width, index_dtype), axis)
+    packed = UOp.define_global(p.load.src[0].arg.slot, p.size, p.load.scalar_dtype)
+    read = packed.load((block * p.blocks[1] + p.reduce) * p.width + inner)
+    end = kernel.src[0]
+    body = substitute(substitute(end.src[0], {p.load: read}), {p.column: block * p.width + inner})
+    others = [r for r in end.src[1:] if r is not p.column]
+    if outermost:
+        ranges = [block, *others, inner]
+    else:
+        at = list(end.src[1:]).index(p.column)
+        ranges = [*others[:at], block, inner, *others[at:]]
+    return simplify(sink(body.end(*ranges))), int(axis)
