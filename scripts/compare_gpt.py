@@ -1,10 +1,11 @@
 """uopc beside PyTorch, torch.compile and tinygrad: one training step of the GPT of scripts/train_gpt.py.
 
     python scripts/compare_gpt.py                                  # every framework, the default model
-    python scripts/compare_gpt.py --frameworks uopc,torch --steps 5
+    python scripts/compare_gpt.py --frameworks uopc,uopc-eager,torch --steps 5
     hatch run compare:gpt --out docs/outputs/compare_gpt.txt       # the book's table (torch and tinygrad there)
 
-A step is the forward pass, the cross-entropy, the backward pass and AdamW's update, from the same initial
+A step is the forward pass, the cross-entropy, the backward pass and AdamW's update (uopc's replayed by
+capture, as train_gpt.py runs it, and again eager), from the same initial
 weights (uopc's, loaded into each framework by their state_dict names) on the same batch. Each framework runs
 in a fresh process of its own, one after another, with its compiler caches in a new empty folder and the same
 number of threads: separate processes also keep one framework's spinning thread pool from slowing the next.
@@ -16,6 +17,7 @@ thing: the first is the forward pass of the shared weights, the second comes aft
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.metadata
 import json
 import os
@@ -42,7 +44,7 @@ MEASURES: list[str | Path] = [
     __file__,
 ]
 VOCABULARY = 84  # the offline text's alphabet, as in profile_gpt.py
-FRAMEWORKS = ("uopc", "torch", "torch.compile", "tinygrad")
+FRAMEWORKS = ("uopc", "uopc-eager", "torch", "torch.compile", "tinygrad")
 # tinygrad's CPU device with its own x86 code generator. Its other code generators did not work on this
 # machine: the default writes C for clang, which is not installed (with gcc standing in, its kernels did not
 # compile), and CPU:LLVM writes IR that the libLLVM it loads here (15) refuses (a vector store through a
@@ -97,16 +99,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 # ---- the workers: one framework's model, loaded by name, and its training step ----
 
 
-def uopc_step(inputs: dict[str, Any], config: dict[str, int]) -> Step:
+def uopc_step(inputs: dict[str, Any], config: dict[str, int], replay: bool) -> Step:
+    """train_gpt.py's step: captured and replayed from the fourth call on (Chapter 12), or eager, building
+    its graphs at every call."""
     from gpt import GPT, Config
     from train_gpt import train_step
 
+    from uopc.tensor import Tensor, capture
     from uopc.tensor.optim import AdamW
 
     model = GPT(Config(**config))
     model.load_state_dict(inputs["weights"])
     opt = AdamW(model.parameters(), lr=LR, weight_decay=0.0)
-    return lambda: train_step(model, opt, inputs["x"], inputs["y"])
+    step = functools.partial(train_step, model, opt)
+    one_step = capture(step) if replay else step
+    return lambda: float(one_step(Tensor(inputs["x"]), Tensor(inputs["y"])).item())
 
 
 def torch_model(config: dict[str, int]) -> Any:
@@ -246,8 +253,8 @@ def tinygrad_step(inputs: dict[str, Any], config: dict[str, int]) -> Step:
 
 
 def make_step(framework: str, inputs: dict[str, Any], config: dict[str, int]) -> Step:
-    if framework == "uopc":
-        return uopc_step(inputs, config)
+    if framework.startswith("uopc"):
+        return uopc_step(inputs, config, replay=framework == "uopc")
     if framework == "tinygrad":
         return tinygrad_step(inputs, config)
     return torch_step(inputs, config, compiled=framework == "torch.compile")

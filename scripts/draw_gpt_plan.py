@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> None:
 
     def step() -> None:
         x, y = (rng.integers(0, VOCABULARY, shape).astype(np.int32) for _ in range(2))
-        train_step(model, opt, x, y)
+        train_step(model, opt, Tensor(x), Tensor(y)).item()  # eager: one plan, timed kernel by kernel
 
     step()
     plan = max(realizer.plans.plans.values(), key=lambda p: len(p.steps))  # the step's: the largest plan

@@ -45,7 +45,7 @@ BAD_ARGUMENTS = [
     ("sample_gpt.py", ["{tmp}/none.safetensors"], "checkpoint", "none.safetensors does not exist"),
     ("sample_gpt.py", ["{tmp}/file", "--prompt", ""], "--prompt", "give at least one character"),
     ("profile_gpt.py", ["--steps", "0"], "--steps", "0 is less than 1"),
-    ("compare_gpt.py", ["--frameworks", "uopc,jax"], "--frameworks", "choose from uopc, torch, torch.compile"),
+    ("compare_gpt.py", ["--frameworks", "uopc,jax"], "--frameworks", "choose from uopc, uopc-eager, torch"),
     ("compare_gpt.py", ["--frameworks", ","], "--frameworks", "choose from"),
     ("compare_gpt.py", ["--steps", "0"], "--steps", "0 is less than 1"),
     ("compare_gpt.py", ["--threads", "0"], "--threads", "0 is less than 1"),
