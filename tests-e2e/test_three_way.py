@@ -150,7 +150,7 @@ def agree(program: UOp, what: str) -> None:
     want = results["interpreter"]
     for name, got in results.items():
         assert got.shape == program.shape, f"{what}: {name} gave shape {got.shape}, not {program.shape}"
-        if program.scalar_dtype.is_float:  # a sum may be split into vector lanes (omp simd): close, not equal
+        if program.scalar_dtype.is_float:  # a sum may be split into vector lanes: close, not equal
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=f"{what}: {name} vs interpreter")
         else:
             np.testing.assert_array_equal(got, want, err_msg=f"{what}: {name} vs interpreter")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import pytest
@@ -214,3 +215,22 @@ def test_unrolled_half_precision_sums_chain_in_float32() -> None:
     assert adds and all(u.dtype is dtypes.float32 for u in adds)
     (acc,) = [u for u in linear_order(kernel) if u.op is Ops.DEFINE_ACC]
     assert acc.dtype is dtypes.float32
+
+
+def test_a_read_of_an_accumulator_comes_before_the_update_that_assigns_it() -> None:
+    """Online softmax's step: m = max(m, x) is assigned (ACCUMULATE with no op) while the rescaling
+    exp(m_old - m) still reads the old m. Nothing in the graph orders the read before the assignment; the
+    linearizer must, or the rescaling reads the new maximum and is always exp(0) = 1."""
+    out, x = UOp.define_global(0, 3), UOp.define_global(1, 12)
+    i, j = range_(3, 0), range_(4, 1, AxisType.REDUCE)
+    m = UOp(Ops.DEFINE_ACC, dtypes.float32, (UOp.const(-math.inf, dtypes.float32), i), 0)
+    total = UOp(Ops.DEFINE_ACC, dtypes.float32, (UOp.const(0.0, dtypes.float32), i), 1)
+    value = x.load(i * 4 + j)
+    new_m = m.maximum(value)
+    rescale = (m - new_m).exp()
+    # the maximum's update is built first, so graph order alone would put it before the read
+    m_end = UOp(Ops.ACCUMULATE, dtypes.float32, (m, new_m, j), None).end(j)
+    total_end = UOp(Ops.ACCUMULATE, dtypes.float32, (total, total * rescale + (value - new_m).exp(), j), None).end(j)
+    program = linear_order(sink(out.store(i, m_end + total_end.log()).end(i)))
+    position = {u: n for n, u in enumerate(program)}
+    assert position[m - new_m] < position[m_end.src[0]]

@@ -64,6 +64,7 @@ class Ops(enum.Enum):
     STORE = enum.auto()  # src = (pointer, index, value)
     DEFINE_ACC = enum.auto()  # src = (initial value, *enclosing ranges); arg = accumulator number
     ACCUMULATE = enum.auto()  # src = (accumulator, value, *reduce ranges); arg = op: acc = op(acc, value)
+    # (arg None: acc = value, a recurrence whose value reads accumulators, as online softmax's running max)
     # loops
     RANGE = enum.auto()  # a loop index in [0, src[0]); arg = RangeArg(axis, kind)
     END = enum.auto()  # src = (statement, *ranges): the loops over ranges close after the statement

@@ -669,8 +669,8 @@ def _check_define_acc(u: UOp) -> Shape:
 
 
 def _check_accumulate(u: UOp) -> Shape:
-    if len(u.src) < 2 or u.src[0].op is not Ops.DEFINE_ACC or u.arg not in Ops.REDUCE_OPS:
-        raise _fail(u, "needs src = (DEFINE_ACC, value, *ranges) and a reduce op as arg")
+    if len(u.src) < 2 or u.src[0].op is not Ops.DEFINE_ACC or (u.arg is not None and u.arg not in Ops.REDUCE_OPS):
+        raise _fail(u, "needs src = (DEFINE_ACC, value, *ranges) and a reduce op (or None, to assign) as arg")
     if not u.dtype is u.src[0].dtype is u.src[1].dtype:
         raise _fail(u, f"accumulator, value and result dtypes differ: {u.src[0].dtype.name}, {u.src[1].dtype.name}")
     _check_ranges(u, u.src[2:], 1)

@@ -191,7 +191,29 @@ def linear_order(kernel: UOp) -> list[UOp]:
             first, then = _item(tree, block, s, b), _item(tree, block, u, b)
             if first is not then:
                 after.setdefault(first, set()).add(then)
+    for read, update in _reads_before_updates(nodes):
+        b = tree.common(block[read], block[update])
+        first, then = _item(tree, block, read, b), _item(tree, block, update, b)
+        if first is not then:
+            after.setdefault(first, set()).add(then)
     return _emit(items, after, order, tree)
+
+
+def _reads_before_updates(nodes: list[UOp]) -> list[tuple[UOp, UOp]]:
+    """(read, update) pairs: a node that reads an accumulator sees its value from before the iteration's
+    update, so it comes first. Nothing else orders them: the update does not read the reader. (A reduction's
+    accumulator has no readers; a recurrence's has, as online softmax's running max read by the rescaling.)"""
+    updates: dict[UOp, list[UOp]] = {}
+    for u in nodes:
+        if u.op is Ops.ACCUMULATE:
+            updates.setdefault(u.src[0], []).append(u)
+    return [
+        (u, w)
+        for u in nodes
+        for s in u.src
+        if s in updates and not (u.op is Ops.ACCUMULATE and u.src[0] is s)
+        for w in updates[s]
+    ]
 
 
 def _item(tree: LoopTree, block: dict[UOp, Block], u: UOp, b: Block) -> UOp:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -202,8 +203,13 @@ class Source:
 @dataclass(frozen=True)
 class Binary:
     """What a compiler built from a source (a shared library, for C): the key its cache stores it under, the
-    cached file, and the file's bytes, which a runtime can load from, or store again if the file is gone."""
+    cached file, and the file's bytes, which a runtime can load from, or store again if the file is gone.
+
+    A compiler that builds in tiers returns a quick build at once, with `later`: the optimized build of the
+    same source, still under way. It computes the same values (the source fixes them); a runtime swaps it
+    in when it is done, and a plan store keeps it rather than the quick one."""
 
     key: str
     path: Path
     data: bytes = field(repr=False)
+    later: Future[Binary] | None = field(default=None, repr=False, compare=False)

@@ -8,9 +8,10 @@ gradient per source (None where no gradient flows: a comparison, a DETACH, an in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
-from uopc.ir import Ops, UOp, round_to
+from uopc.ir import Ops, UOp, round_to, toposort
 from uopc.tensor.errors import TensorError
 
 
@@ -121,23 +122,44 @@ def _fit(g: UOp, src: UOp) -> UOp:
     return g.sum(range(len(g.shape))).reshape(src.shape)
 
 
-def compute_gradients(loss: UOp, targets: Sequence[UOp]) -> dict[UOp, UOp]:
-    """d loss / d target for each target that the loss depends on, as graphs."""
-    order = loss.toposort()
+@dataclass(frozen=True)
+class CustomGradient:
+    """The gradient of a node computed by a kernel of its own (a BUFFER's view, with no graph back to what it
+    was computed from): the nodes it was computed from, and the rule from its gradient to theirs."""
+
+    sources: tuple[UOp, ...]
+    rule: Callable[[UOp], tuple[UOp | None, ...]]
+
+
+def _pass_back(u: UOp, g: UOp, custom: Mapping[UOp, CustomGradient]) -> tuple[Sequence[UOp], tuple[UOp | None, ...]]:
+    """u's sources and the gradient each gets from u's gradient g, by u's custom rule or its op's."""
+    if u in custom:
+        return custom[u].sources, custom[u].rule(g)
+    rule = GRADIENT_RULES.get(u.op)
+    if rule is None:
+        raise TensorError(f"no gradient rule for {u.op.name} (dtype {u.dtype.name}, shape {u.shape})")
+    return u.src, rule(u, g)
+
+
+def compute_gradients(
+    loss: UOp, targets: Sequence[UOp], custom: Mapping[UOp, CustomGradient] | None = None
+) -> dict[UOp, UOp]:
+    """d loss / d target for each target that the loss depends on, as graphs. A node in `custom` passes its
+    gradient on by its own rule, to its own sources."""
+    custom = custom or {}
+    order = toposort(loss, lambda u: custom[u].sources if u in custom else u.src)
     wanted = set(targets)
     on_path: set[UOp] = set()
     for u in order:  # sources come first, so one pass finds every node that depends on a target
-        if u in wanted or any(s in on_path for s in u.src):
+        if u in wanted or any(s in on_path for s in (custom[u].sources if u in custom else u.src)):
             on_path.add(u)
     grads: dict[UOp, UOp] = {loss: _const(loss, 1.0).reshape(loss.shape)}  # a loss of shape (1,) is a scalar too
     for u in reversed(order):
         g = grads.get(u)
         if g is None or not u.src:
             continue
-        rule = GRADIENT_RULES.get(u.op)
-        if rule is None:
-            raise TensorError(f"no gradient rule for {u.op.name} (dtype {u.dtype.name}, shape {u.shape})")
-        for src, sg in zip(u.src, rule(u, g), strict=True):
+        sources, source_grads = _pass_back(u, g, custom)
+        for src, sg in zip(sources, source_grads, strict=True):
             if sg is None or src not in on_path or not _differentiable(src):
                 continue
             fitted = _fit(sg, src)

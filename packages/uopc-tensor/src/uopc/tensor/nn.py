@@ -376,12 +376,20 @@ class MultiHeadAttention(Module):
 
     attn_mask is PyTorch's: a bool mask is True where a query may NOT see a key (the opposite of
     scaled_dot_product_attention's), a float one is added to the scores; (L, S) or (N * heads, L, S).
-    is_causal without a mask builds the causal one (PyTorch requires the mask itself)."""
+    is_causal without a mask builds the causal one (PyTorch requires the mask itself).
 
-    def __init__(self, embed_dim: int, num_heads: int, bias: bool = True, batch_first: bool = False) -> None:
+    `kernel` is scaled_dot_product_attention's: "plain" composes the attention from Tensor ops; "online"
+    and "tiled" compute it in a kernel of their own, without the scores, where no weights are asked for
+    and no mask is given (elsewhere the plain composition runs)."""
+
+    def __init__(
+        self, embed_dim: int, num_heads: int, bias: bool = True, batch_first: bool = False, kernel: str = "plain"
+    ) -> None:
         if embed_dim % num_heads:
             raise TensorError(f"MultiHeadAttention: embed_dim {embed_dim} is not a multiple of num_heads {num_heads}")
-        self.embed_dim, self.num_heads, self.batch_first = embed_dim, num_heads, batch_first
+        if kernel not in ("plain", "online", "tiled"):
+            raise TensorError(f"MultiHeadAttention: kernel is 'plain', 'online' or 'tiled', not {kernel!r}")
+        self.embed_dim, self.num_heads, self.batch_first, self.kernel = embed_dim, num_heads, batch_first, kernel
         self.in_proj_weight = _uniform((3 * embed_dim, embed_dim), math.sqrt(6.0 / (4 * embed_dim)))  # Xavier
         self.in_proj_bias = Tensor.zeros(3 * embed_dim, requires_grad=True) if bias else None
         self.out_proj = Linear(embed_dim, embed_dim, bias=bias)
@@ -417,6 +425,10 @@ class MultiHeadAttention(Module):
         if e != self.embed_dim:
             raise TensorError(f"MultiHeadAttention({self.embed_dim}): inputs of width {e}")
         q, k, v = (self._project(t, i) for i, t in enumerate((query, key, value)))
+        if self.kernel != "plain" and attn_mask is None and not need_weights:
+            heads = q.scaled_dot_product_attention(k, v, is_causal=is_causal, kernel=self.kernel)
+            out = self.out_proj(heads.transpose(1, 2).reshape(n, length, e))
+            return (out if self.batch_first else out.transpose(0, 1)), None
         scores = q @ k.transpose(-2, -1) * (1.0 / math.sqrt(e // self.num_heads))
         if attn_mask is None and is_causal:
             attn_mask = Tensor.ones(length, keys, dtype="bool").triu(1)
@@ -444,8 +456,8 @@ class CausalSelfAttention(Module):
     """Self-attention in which position i sees positions 0..i, on batch-first inputs (N, L, E): the block of
     a GPT. Its parameters are those of its `attn`, a MultiHeadAttention."""
 
-    def __init__(self, embed_dim: int, num_heads: int, bias: bool = True) -> None:
-        self.attn = MultiHeadAttention(embed_dim, num_heads, bias=bias, batch_first=True)
+    def __init__(self, embed_dim: int, num_heads: int, bias: bool = True, kernel: str = "plain") -> None:
+        self.attn = MultiHeadAttention(embed_dim, num_heads, bias=bias, batch_first=True, kernel=kernel)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.attn(x, x, x, need_weights=False, is_causal=True)[0]

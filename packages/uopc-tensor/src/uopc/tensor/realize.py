@@ -29,6 +29,7 @@ from uopc.lower import (
     plan_key,
     restore_plan,
 )
+from uopc.tensor.autodiff import CustomGradient
 from uopc.tensor.errors import TensorError
 from uopc.tensor.viz import StagePages, viz_on
 
@@ -76,6 +77,10 @@ class Realizer:
     - `seconds`: stage name -> seconds spent in it, summed over the process: `schedule` (normalizing graphs
       and finding or making their plans), the arrows of compile_plan (`opts`, `linearize`, `render`,
       `compile`, `load`) and `run`. scripts/bench_compile.py reads it around a training step.
+    - `kernels`: (kernel graph, device) -> the kernel written in UOps (`attention.run_kernel`) compiled on
+      that device. Kept for the whole process, as plans are: a training step calls the same kernels again.
+    - `custom_gradients`: node -> how its gradient passes back (autodiff's CustomGradient), for the output of
+      such a kernel, which has no graph back to its inputs. Weak by node: it goes with the tensor's graph.
     - `pages`: with VIZ=1, the folder of this process's stage viewer pages and their titles (viz.py); kept
       for the whole process, so that its index lists every page.
     - `recording`: while capture.py records a call of a step, what that call launched; None otherwise.
@@ -88,6 +93,8 @@ class Realizer:
         self.plans = PlanCache()
         self.compiled: weakref.WeakKeyDictionary[Plan, dict[str, CompiledPlan]] = weakref.WeakKeyDictionary()
         self.seconds: defaultdict[str, float] = defaultdict(float)
+        self.kernels: dict[tuple[UOp, str], CompiledPlan] = {}
+        self.custom_gradients: weakref.WeakKeyDictionary[UOp, CustomGradient] = weakref.WeakKeyDictionary()
         self.pages = StagePages()
         self.recording: Recording | None = None
         self._buffer_ids = itertools.count()

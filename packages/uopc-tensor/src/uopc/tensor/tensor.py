@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypeGuard, cast
 
 import numpy as np
 
-from uopc.ir import DType, OpMixin, Ops, UOp, dtypes, operand_kinds, prod, promote, round_to
+from uopc.ir import DType, OpMixin, Ops, UOp, dtypes, operand_kinds, prod, promote, round_to, toposort
 from uopc.lower import get_backend
+from uopc.tensor.attention import kernel_attention
 from uopc.tensor.autodiff import compute_gradients
 from uopc.tensor.errors import TensorError, TensorIndexError
 from uopc.tensor.realize import buffer_node, realize, realizer
@@ -352,9 +353,10 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
             raise TensorError(f"backward() needs a float loss, this one is {self.dtype.name}")
         if not self.requires_grad:  # there would be no gradient anywhere, and nothing would say so
             raise TensorError("backward(): the loss depends on no tensor that requires grad, or was made in no_grad")
-        in_graph = set(self.uop.toposort())
+        custom = realizer.custom_gradients  # the outputs of kernels written in UOps lead back by these
+        in_graph = set(toposort(self.uop, lambda u: custom[u].sources if u in custom else u.src))
         leaves = [t for t in realizer.leaves.values() if t.requires_grad and t.uop in in_graph]
-        grads = compute_gradients(self.uop, [t.uop for t in leaves])
+        grads = compute_gradients(self.uop, [t.uop for t in leaves], realizer.custom_gradients)
         for t in leaves:
             if t.uop in grads:
                 g = Tensor(grads[t.uop], device=t.device)
@@ -555,6 +557,41 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
 
     def __abs__(self) -> Tensor:
         return self.abs()
+
+    @_operator
+    def __lshift__(self, x: Operand) -> Tensor:
+        return self._bit_shift(x, "lshift", reverse=False)
+
+    @_operator
+    def __rlshift__(self, x: Operand) -> Tensor:
+        return self._bit_shift(x, "lshift", reverse=True)
+
+    @_operator
+    def __rshift__(self, x: Operand) -> Tensor:
+        return self._bit_shift(x, "rshift", reverse=False)
+
+    @_operator
+    def __rrshift__(self, x: Operand) -> Tensor:
+        return self._bit_shift(x, "rshift", reverse=True)
+
+    def _bit_shift(self, x: Operand, name: str, reverse: bool) -> Tensor:
+        """a << b and a >> b as numpy's on integers: a times, or floor-divided by, 2 ** b. The IR has no shift
+        op, and these two are what a shift means on two's-complement integers, so they need none. A shift by
+        the dtype's width or more, or by a negative amount, gives 0 (-1 for a negative a shifted right), as
+        numpy's does; two bools shift as int8, as in numpy."""
+        a, b, sources = self._operands(x, name, reverse)
+        if a.scalar_dtype.is_bool:
+            a, b = a.cast(dtypes.int8), b.cast(dtypes.int8)
+        dt = a.scalar_dtype
+        if not dt.is_int:
+            raise TensorError(f"{name}: shifts take integer or bool operands, got {dt.name}")
+        if name == "lshift":
+            fits = (b >= 0) & (b < dt.bits)
+            return self._derive(fits.where(a * _power_of_two(fits.where(b, 0)), 0), *sources)
+        # 2 ** (bits - 1) does not fit a signed dtype: shifting by bits - 1 keeps only the sign, as beyond
+        fits = (b >= 0) & (b < dt.bits - (1 if dt.kind == "int" else 0))
+        beyond = (a < 0).where(a.const_like(-1), a.const_like(0)) if dt.kind == "int" else a.const_like(0)
+        return self._derive(fits.where(a // _power_of_two(fits.where(b, 0)), beyond), *sources)
 
     def _assign(self, new: Tensor, op: str) -> Tensor:
         """`t op= x` changes t itself, as in numpy and PyTorch, so every name for t sees the new value: `p -= lr * g`
@@ -1523,12 +1560,18 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         attn_mask: Tensor | None = None,
         is_causal: bool = False,
         scale: builtins.float | None = None,
+        *,
+        kernel: str = "plain",
     ) -> Tensor:
         """softmax(q k^T scale + mask) v for queries (this tensor, (..., L, E)), keys (..., S, E) and values
         (..., S, Ev), as torch.nn.functional.scaled_dot_product_attention: scale defaults to 1/sqrt(E); a
         bool attn_mask says which keys each query may see (True: it may), a float one is added to the
-        scores; is_causal lets query i see keys 0..i. A query that may see no key at all gets 0s. The scores
-        are materialized: this is the plain composition."""
+        scores; is_causal lets query i see keys 0..i. A query that may see no key at all gets 0s.
+
+        kernel="plain" materializes the scores (the composition below). kernel="online" computes each query
+        in one pass over the keys with online softmax, and kernel="tiled" blocks of queries over blocks of
+        keys (flash attention), each in a kernel of its own (uopc.tensor.attention), for q, k and v of one
+        leading shape and no attn_mask."""
         if self.ndim < 2 or key.ndim < 2 or value.ndim < 2 or key.shape[-2] != value.shape[-2]:
             raise TensorError(
                 f"scaled_dot_product_attention: query {self.shape}, key {key.shape} and value {value.shape} "
@@ -1537,6 +1580,15 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         if is_causal and attn_mask is not None:
             raise TensorError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
         factor = 1.0 / math.sqrt(self.shape[-1]) if scale is None else scale
+        if kernel in ("online", "tiled"):
+            if attn_mask is not None or not self.shape[:-2] == key.shape[:-2] == value.shape[:-2]:
+                raise TensorError(
+                    f"scaled_dot_product_attention ({kernel}): takes no attn_mask, and q, k and v of one leading "
+                    f"shape; got query {self.shape}, key {key.shape} and value {value.shape}"
+                )
+            return kernel_attention(self, key, value, is_causal, factor, kernel)
+        if kernel != "plain":
+            raise TensorError(f"scaled_dot_product_attention: kernel is 'plain', 'online' or 'tiled', not {kernel!r}")
         scores = (self @ key.transpose(-2, -1)) * factor
         if is_causal:
             length, keys = scores.shape[-2:]
@@ -1597,6 +1649,11 @@ def _integer_power(base: UOp, exponent: UOp) -> UOp:
         result = (exponent & round_to(dt, 1 << bit)).ne(0).where(result * base, result)
     unit = base.eq(1) | base.eq(round_to(dt, -1))
     return ((exponent < 0) & unit.logical_not()).where(0, result)
+
+
+def _power_of_two(exponent: UOp) -> UOp:
+    """2 ** exponent in the exponent's integer dtype, for 0 <= exponent < its width (wrapping at the top bit)."""
+    return _integer_power(exponent.const_like(2), exponent)
 
 
 def _python_scalar(v: Any, op: str) -> Scalar:

@@ -16,6 +16,7 @@ holds at most UOPC_CACHE_MAX_MB megabytes: each build evicts the least recently 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import math
@@ -27,8 +28,10 @@ import signal
 import stat
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 
 from uopc.ir import UopcError
@@ -220,9 +223,10 @@ def store_file(key: str, prefix: str, suffix: str, data: bytes) -> Path:
     return final
 
 
-def build_binary(source: str) -> Binary:
-    """The shared library built from `source`, from the cache when it is there."""
-    cc, flags = compiler(), cflags()
+def build_binary(source: str, flags: str | None = None) -> Binary:
+    """The shared library built from `source` with `flags` (default: cflags()), from the cache when it is
+    there."""
+    cc, flags = compiler(), cflags() if flags is None else flags
     key = cache_key(source, cc, flags)
     found = cached_library(key)
     if found is not None:
@@ -343,11 +347,54 @@ def build_library(source: str) -> Path:
     return build_binary(source).path
 
 
+# The tiered build. gcc at -O3 needs about 10 CPU seconds for a GPT training step's 150 kernels (700 kB of
+# C), at -O0 under one, and the renderer writes every reordering of float arithmetic into the C (render.py), so both
+# libraries compute the same bits. A large source is therefore built at -O0 first, which runs the first
+# steps, while a thread waits on gcc building it at -O3; the runtime swaps the -O3 library in when it is
+# done (runtime.py), and the plan store keeps it for the next process (store.py). The thread is not a
+# daemon: a process that ends sooner waits for it, so that the cache holds the -O3 library.
+QUICK_LEVEL = "-O0"
+TIERED_MIN_CHARS = 50_000  # below this, -O3 builds in under a CPU second and one build is enough
+BACKGROUND_NICE = 10  # the -O3 build's priority: below the process's own work
+
+
+def quick_flags(source: str, flags: str) -> str | None:
+    """The flags of a quick first build of `source`, or None when one build is enough: a small source, or
+    flags the user chose ($CFLAGS), which are built exactly as asked."""
+    if flags != DEFAULT_CFLAGS or len(source) < TIERED_MIN_CHARS:
+        return None
+    return flags.replace("-O3", QUICK_LEVEL)
+
+
 class CCompiler:
-    """The C backend's compiler: C source to a shared library, through the cache."""
+    """The C backend's compiler: C source to a shared library, through the cache; a large source that is
+    not in the cache yet is built in two tiers (quick_flags)."""
 
     def compile(self, source: Source) -> Binary:
-        return build_binary(source.text)
+        flags = cflags()
+        quick = quick_flags(source.text, flags)
+        if quick is None:
+            return build_binary(source.text, flags)
+        found = cached_library(cache_key(source.text, compiler(), flags))
+        if found is not None:
+            return found
+        first = build_binary(source.text, quick)
+        later: Future[Binary] = Future()
+        threading.Thread(target=_build_later, args=(later, source.text, flags), name="uopc-O3-build").start()
+        return dataclasses.replace(first, later=later)
+
+
+def _build_later(later: Future[Binary], source: str, flags: str) -> None:
+    """Build `source` with `flags`, for the thread of a tiered build: its result or its error goes to `later`.
+
+    The compilers run at a lower priority, so that the steps running on the quick library meanwhile keep the
+    cores they need. On Linux a thread has its own nice value, and the processes it starts inherit it."""
+    with contextlib.suppress(OSError):  # a system where a thread's id names no process: full priority
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
+    try:
+        later.set_result(build_binary(source, flags))
+    except Exception as e:  # the runtime that waits on `later` reports it
+        later.set_exception(e)
 
 
 def _build_folder(key: str) -> tuple[Path, tempfile.TemporaryDirectory[str]]:

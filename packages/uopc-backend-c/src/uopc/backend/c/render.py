@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from uopc.backend.c.compiler import UNIT_BREAK
-from uopc.ir import AxisType, DType, Ops, UOp, UopcError, dtypes, vmax, vmin
+from uopc.ir import AxisType, DType, Ops, UOp, UopcError, dtypes, vmin
 from uopc.lower import LinearProgram, Param, Source, Step
 
 
@@ -161,6 +161,9 @@ def param_decl(p: Param, written: bool) -> str:
 
 
 SIMD_MIN_TRIPS = 32  # iterations a reduce loop needs before vector lanes pay for their final sums
+SUM_LANES = 8  # partial sums per split reduce loop: 8 floats fill an AVX2 vector, as numpy's pairwise sum uses 8
+
+FMA_CALLS = {dtypes.float32: "fmaf", dtypes.float64: "fma"}  # one rounding; C has no fused op for narrower floats
 
 
 _WIDENED = (Ops.NEG, Ops.ADD, Ops.SUB, Ops.MUL)  # the ops whose result can leave a narrow integer type's range
@@ -171,6 +174,8 @@ class _CWriter:
 
     def __init__(self, program: LinearProgram, vectorize_sums: bool = True) -> None:
         self.strided, self.vectorize_sums = program.strided_axes, vectorize_sums
+        self.fuse = fused_products(program)
+        self.laned: dict[UOp, list[tuple[UOp, str]]] = {}  # a loop split into lanes -> its sums and their names
         self.expr: dict[UOp, str] = {}
         self.lines: list[str] = []
         self.helpers: dict[str, str] = {}
@@ -200,8 +205,11 @@ class _CWriter:
         self.lines.append("  " * self.depth + text)
 
     def inlined(self, u: UOp) -> bool:
+        """Whether u's expression is written where its one user is. Not if it reads an accumulator: it must
+        read the value the accumulator has where u is (before this iteration's update), not where its user is."""
         users = self.users.get(u, [])
-        return len(users) == 1 and self.block[users[0]] is self.block[u]
+        reads_acc = any(s.op is Ops.DEFINE_ACC for s in u.src)
+        return len(users) == 1 and self.block[users[0]] is self.block[u] and not reads_acc
 
     def alu(self, u: UOp) -> str:
         operands = [self.expr[s] for s in u.src]
@@ -244,8 +252,7 @@ class _CWriter:
         elif u.op is Ops.RANGE:
             self.range(u)
         elif u.op is Ops.ENDRANGE:
-            self.depth -= 1
-            self.line("}")
+            self.end_range(u.src[0])
         elif u.op is Ops.LOAD:
             ptr, idx = self.expr[u.src[0]], self.expr[u.src[1]]
             read = f"{ptr}[{idx}]"
@@ -264,7 +271,7 @@ class _CWriter:
         elif u.op is Ops.DEFINE_ACC:
             self.value(u, self.expr[u.src[0]], "acc")
         elif u.op is Ops.ACCUMULATE:
-            self.line(f"{self.expr[u.src[0]]} = {self.alu(UOp(u.arg, u.dtype, (u.src[0], u.src[1])))};")
+            self.line(f"{self.expr[u.src[0]]} = {self.accumulate(u)};")
         elif u.op is Ops.END:
             if u.src[0].op is not Ops.STORE:
                 self.expr[u] = self.expr[u.src[0].src[0]] if u.src[0].op is Ops.ACCUMULATE else self.expr[u.src[0]]
@@ -299,47 +306,106 @@ class _CWriter:
             return False
         return True
 
+    def accumulate(self, u: UOp) -> str:
+        """The new value of an accumulator: `acc + a * b` as one fused multiply-add where the kernel fuses;
+        an update with no op assigns its value (a recurrence, as online softmax's running max)."""
+        product, dt = u.src[1], u.scalar_dtype
+        if u.arg is None:
+            return self.expr[product]
+        if self.fuse and product.op is Ops.MUL and dt in FMA_CALLS and self.inlined(product):
+            a, b = (self.expr[s] for s in product.src)
+            lanes = self.vectors.get(u)
+            if lanes is not None:  # a lane-independent operand is a scalar: spread it over the lanes
+                self.helpers[f"fma_{lanes}"] = vector_fma(lanes)
+                operands = zip(product.src, (a, b), strict=True)
+                a, b = (x if s in self.vectors else f"(({lanes}){{}} + {x})" for s, x in operands)
+                return f"fma_{lanes}({a}, {b}, {self.expr[u.src[0]]})"
+            return f"{FMA_CALLS[dt]}({a}, {b}, {self.expr[u.src[0]]})"
+        return self.alu(UOp(u.arg, u.dtype, (u.src[0], u.src[1])))
+
     def range(self, r: UOp) -> None:
         prefix = {AxisType.REDUCE: "ridx", AxisType.THREAD: "tidx"}.get(r.arg.kind, "idx")
-        name = f"{prefix}{r.arg.axis}"
+        name, end, index = f"{prefix}{r.arg.axis}", self.expr[r.src[0]], c_type(r.scalar_dtype)
         if r.arg.kind is AxisType.THREAD:
             self.line("#pragma omp parallel for")
-        sums = self.simd_sums(r)
+        sums = self.lane_sums(r)
         if sums:
-            self.line(f"#pragma omp simd reduction(+:{', '.join(sums)})")
-        self.line(f"for ({c_type(r.scalar_dtype)} {name} = 0; {name} < {self.expr[r.src[0]]}; {name}++) {{")
+            self.laned[r] = [(acc, self.expr[acc]) for acc in sums]
+            for acc in sums:
+                self.line(f"{c_type(acc.scalar_dtype)} {self.expr[acc]}_lanes[{SUM_LANES}] = {{0}};")
+                self.expr[acc] = f"{self.expr[acc]}_lanes[{name}_lane]"
+            self.line(f"for ({index} {name}_base = 0; {name}_base < {end}; {name}_base += {SUM_LANES}) {{")
+            self.line(f"  for ({index} {name}_lane = 0; {name}_lane < {SUM_LANES}; {name}_lane++) {{")
+            self.depth += 2
+            self.line(f"{index} {name} = {name}_base + {name}_lane;")
+        else:
+            self.line(f"for ({index} {name} = 0; {name} < {end}; {name}++) {{")
+            self.depth += 1
         self.expr[r] = name
-        self.depth += 1
 
-    # The C is compiled with IEEE float semantics (compiler.py). Two reorderings are granted here, each only
-    # where it changes nothing but the rounding of a sum, whose order uopc never promised:
+    def end_range(self, r: UOp) -> None:
+        """Close a loop; after a loop split into lanes, add each sum's lanes into its accumulator."""
+        sums = self.laned.pop(r, [])
+        for _ in range(2 if sums else 1):
+            self.depth -= 1
+            self.line("}")
+        for acc, name in sums:
+            self.expr[acc] = name
+            dt = acc.scalar_dtype
+            helper = f"lanes_sum_{dt.short}"
+            if helper not in self.helpers:
+                total = self.lanes_total("l", dt)  # first: it may need helpers of its own (bf16_round)
+                self.helpers[helper] = f"static inline {c_type(dt)} {helper}(const {c_type(dt)} l[{SUM_LANES}]) "
+                self.helpers[helper] += f"{{ return {total}; }}"
+            self.line(f"{name} = {self.add(name, f'{helper}({name}_lanes)', dt)};")
+
+    def lanes_total(self, lanes: str, dt: DType) -> str:
+        """The lanes added pairwise, in a fixed order: ((l[0]+l[1])+(l[2]+l[3]))+((l[4]+l[5])+(l[6]+l[7]))."""
+        terms = [f"{lanes}[{i}]" for i in range(SUM_LANES)]
+        while len(terms) > 1:
+            terms = [self.add(a, b, dt) for a, b in zip(terms[::2], terms[1::2], strict=True)]
+        return terms[0]
+
+    def add(self, a: str, b: str, dt: DType) -> str:
+        """`a + b` in `dt`, rounded or wrapped to it as an ADD node would be."""
+        if dt is dtypes.bfloat16:
+            return self.bf16_round(f"({a}+{b})")
+        return f"(({c_type(dt)})({a}+{b}))" if dt.is_int and dt.itemsize < 4 else f"({a}+{b})"
+
+    # The C is compiled with IEEE float semantics (compiler.py), and nothing in the flags lets gcc reorder
+    # float arithmetic, so the C text alone fixes every result: a library built at -O0 computes exactly what
+    # one built at -O3 does (the tiered build relies on it, compiler.py). Two reorderings that speed needs
+    # are written into the source instead, each only where it changes nothing but the rounding of a sum,
+    # whose order uopc never promised:
     #
-    # - A reduce loop whose accumulators are all sums gets `#pragma omp simd reduction(+: ...)`: gcc may
-    #   split each sum into one partial sum per vector lane and add the lanes at the end, as numpy's pairwise
-    #   sum splits a sum into eight. Only the listed accumulators are reordered; every other expression in
-    #   the loop keeps its IEEE meaning (x * 0.0 stays nan for an infinite x). A loop that holds a max, a min,
-    #   a product or another loop gets no pragma, and keeps the order the loop says. Nor does a loop whose
-    #   loads stride through memory: vector lanes would gather scattered elements, eight times slower than
-    #   what gcc does alone (it vectorizes the loop around it, or the register tile). Nor a short loop: it
-    #   is mostly the lanes' final sums, and OpenMP's lowering of a 64-accumulator tile doubled the time gcc
-    #   took to build an MLP step's kernels, whose reduce loops over 10 classes gained nothing from it.
-    # - A kernel whose float products are all added into accumulators (acc + a * b, as in a matmul) may
-    #   fuse each product into its sum: one fused multiply-add, one rounding instead of two, as the FMA
-    #   instructions of numpy's matmul (BLAS) do (fused_products, below). inf and nan come out as unfused;
-    #   only a product that overflows on its own while acc cancels it comes out finite, the exact answer.
-    def simd_sums(self, r: UOp) -> list[str]:
-        """The accumulators a reduce loop may split into vector lanes; none when it must keep its order."""
+    # - A reduce loop whose accumulators are all sums is split into SUM_LANES lanes: the loop runs in
+    #   blocks of SUM_LANES iterations, iteration i of a block adds into lane i of each sum, and the lanes
+    #   are added pairwise at the end, in a fixed order, as numpy's pairwise sum splits a sum into eight.
+    #   The lanes are independent, so gcc makes each block one vector operation, without being allowed to
+    #   reorder anything itself. Every other expression in the loop keeps its IEEE meaning (x * 0.0 stays
+    #   nan for an infinite x). A loop that holds a max, a min, a product or another loop is not split, and
+    #   keeps the order the loop says. Nor is a loop whose loads stride through memory: vector lanes would
+    #   gather scattered elements, eight times slower than what gcc does alone (it vectorizes the loop
+    #   around it, or the register tile). Nor a short loop: it would be mostly the lanes' final sums. Nor a
+    #   loop whose trip count is not a constant multiple of SUM_LANES, which would need a tail loop.
+    # - A kernel whose float products are all added into accumulators (acc + a * b, as in a matmul) fuses
+    #   each product into its sum: fmaf(a, b, acc), one rounding instead of two, as the FMA instructions of
+    #   numpy's matmul (BLAS) do (fused_products, below). inf and nan come out as unfused; only a product
+    #   that overflows on its own while acc cancels it comes out finite, the exact answer.
+    def lane_sums(self, r: UOp) -> list[UOp]:
+        """The accumulators of the sums a reduce loop splits into lanes; none when it must keep its order."""
         inside = self.inside.get(r, [])
         updates = [u for u in inside if u.op is Ops.ACCUMULATE]
         if not self.vectorize_sums or r.arg.kind is not AxisType.REDUCE or any(u.op is Ops.RANGE for u in inside):
             return []
-        if not updates or any(u.arg is not Ops.ADD for u in updates) or vmax(r.src[0]) < SIMD_MIN_TRIPS:
+        if not updates or any(u.arg is not Ops.ADD for u in updates) or r.arg.axis in self.strided:
             return []
         if any(u in self.vectors for u in updates):
             return []
-        if r.arg.axis in self.strided:
+        trips = r.src[0].arg if r.src[0].op is Ops.CONST else 0
+        if trips < SIMD_MIN_TRIPS or trips % SUM_LANES:
             return []
-        return [self.expr[u.src[0]] for u in updates]
+        return [u.src[0] for u in updates]
 
 
 def vector_type(lanes: int) -> str:
@@ -354,6 +420,28 @@ def vector_typedefs(name: str) -> str:
         f"typedef float {name} __attribute__((vector_size({size})));\n"
         f"typedef float {name}_u __attribute__((vector_size({size}), aligned(4), may_alias));"
     )
+
+
+# One fused multiply-add per lane, as the FMA instruction of the machine's vectors when it has one. C has no
+# fused operator for vectors, and gcc neither contracts `acc + a * b` under the IEEE flags nor turns a lane
+# loop of fmaf into one instruction, so the instruction is named; its result is the lane loop's, bit for bit,
+# at any -O level (the tiered build relies on that).
+_VECTOR_FMA = {
+    16: ("__AVX512F__", "__builtin_ia32_vfmaddps512_mask(a, b, c, (unsigned short)-1, 4)"),
+    8: ("__FMA__", "__builtin_ia32_vfmaddps256(a, b, c)"),
+    4: ("__FMA__", "__builtin_ia32_vfmaddps(a, b, c)"),
+}
+
+
+def vector_fma(name: str) -> str:
+    """The definition of fma_<name> (fma_f32x16): a * b + c in each lane, rounded once."""
+    lanes = int(name.removeprefix("f32x"))
+    loop = f"{name} r; for (int i = 0; i < {lanes}; i++) r[i] = __builtin_fmaf(a[i], b[i], c[i]); return r;"
+    head = f"static inline {name} fma_{name}({name} a, {name} b, {name} c) {{"
+    if lanes not in _VECTOR_FMA:
+        return f"{head} {loop} }}"
+    guard, call = _VECTOR_FMA[lanes]
+    return f"{head}\n#if defined({guard})\n  return {call};\n#else\n  {loop}\n#endif\n}}"
 
 
 def vector_values(uops: Sequence[UOp]) -> dict[UOp, str]:
@@ -389,19 +477,13 @@ def _attributes(program: LinearProgram) -> str:
     options = []
     if no_loop_vectorize(program):
         options.append("no-tree-loop-vectorize")
-    if fused_products(program):
-        options.append("fp-contract=fast")
     quoted = ", ".join(f'"{o}"' for o in options)
     return f"__attribute__((optimize({quoted}))) " if options else ""
 
 
 def fused_products(program: LinearProgram) -> bool:
-    """Whether the kernel may fuse multiplies into adds (-ffp-contract=fast): only where every float product
-    in it is added into an accumulator and used for nothing else, so the only fusions are acc + a * b.
-
-    gcc vectorizes the fused register tile better from `acc + a * b` than from explicit fmaf calls (a 4 x 4
-    tile of the MLP's weight gradient lost a quarter of its vectors), so the fusing is left to gcc and the
-    kernel, as a whole, is what opts in."""
+    """Whether the kernel fuses multiplies into its sums (fmaf): only where every float product in it is
+    added into an accumulator and used for nothing else, so the only fusions are acc + a * b."""
     users: dict[UOp, list[UOp]] = {}
     for u in program.uops:
         for s in u.src:
@@ -413,7 +495,7 @@ def fused_products(program: LinearProgram) -> bool:
 
 def no_loop_vectorize(program: LinearProgram) -> bool:
     """Whether gcc must leave the kernel's loops unvectorized. Where gcc may split a sum into vector lanes
-    (an integer sum always, a float sum where simd_sums grants it), it vectorizes a reduce loop even when
+    (an integer sum always, a float sum that lane_sums splits), it vectorizes a reduce loop even when
     its loads stride through memory, building each vector from scattered elements: ten times slower than
     vectorizing the register tile (notes 31). Kernels with a register tile (several accumulators,
     straight-line code to vectorize) ask gcc to vectorize that code only; without a tile, the reduce loop

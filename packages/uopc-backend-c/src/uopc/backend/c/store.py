@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+from concurrent.futures import Future
 from pathlib import Path
 
 from uopc.backend.c.compiler import cached_file, cached_library, cflags, compiler, compiler_identity, native_target
@@ -44,12 +45,27 @@ def entry_key(plan_key: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _keep(key: str, manifest: Manifest, binary: Binary) -> None:
+    record = {"library": binary.key, "manifest": manifest.to_json()}
+    _store_file(entry_key(key), PREFIX, SUFFIX, json.dumps(record).encode())
+
+
+def _keep_built(key: str, manifest: Manifest, build: Future[Binary]) -> None:
+    """Keep the plan with the binary `build` made; a failed build keeps nothing (the runtime warns of it)."""
+    if build.exception() is None:
+        _keep(key, manifest, build.result())
+
+
 class CPlanStore:
     """Plans by key in the kernel cache: the manifest and the library key, for `restore_plan`."""
 
     def keep(self, key: str, manifest: Manifest, binary: Binary) -> None:
-        record = {"library": binary.key, "manifest": manifest.to_json()}
-        _store_file(entry_key(key), PREFIX, SUFFIX, json.dumps(record).encode())
+        """Keep the plan's entry; for the quick tier of a tiered build, once the optimized build is done (in
+        its thread), so that a warm start loads the optimized library."""
+        if binary.later is None:
+            _keep(key, manifest, binary)
+        else:
+            binary.later.add_done_callback(lambda done: _keep_built(key, manifest, done))
 
     def find(self, key: str) -> tuple[Manifest, Binary] | None:
         found = cached_file(entry_key(key), PREFIX, SUFFIX)

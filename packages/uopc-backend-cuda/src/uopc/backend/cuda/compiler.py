@@ -7,7 +7,7 @@ memory each block uses, and whether registers spilled to memory (`ptxas_report`)
 
 Float arithmetic is IEEE, as in the C backend: `--fmad=false` keeps nvcc from fusing a*b + c anywhere the
 source does not ask for it; the renderer asks for it (fmaf) only where a product is added into an
-accumulator, as the C renderer grants gcc fp-contract only there.
+accumulator, as the C renderer does.
 """
 
 from __future__ import annotations

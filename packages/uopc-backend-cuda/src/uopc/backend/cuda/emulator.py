@@ -287,7 +287,8 @@ class _Run:
         elif u.op is Ops.DEFINE_ACC:
             v[u] = v[u.src[0]]
         elif u.op is Ops.ACCUMULATE:
-            v[u] = v[u.src[0]] = alu(u.arg, u.scalar_dtype, [v[u.src[0]], v[u.src[1]]])
+            value = v[u.src[1]] if u.arg is None else alu(u.arg, u.scalar_dtype, [v[u.src[0]], v[u.src[1]]])
+            v[u] = v[u.src[0]] = value
         elif u.op is Ops.END:
             if u.src[0].op is not Ops.STORE:
                 v[u] = v[u.src[0].src[0]] if u.src[0].op is Ops.ACCUMULATE else v[u.src[0]]

@@ -132,8 +132,11 @@ class _CUDAWriter:
         self.lines.append("  " * self.depth + text)
 
     def inlined(self, u: UOp) -> bool:
+        """Whether u's expression is written where its one user is. Not if it reads an accumulator: it must
+        read the value the accumulator has where u is (before this iteration's update), not where its user is."""
         users = self.users.get(u, [])
-        return len(users) == 1 and self.block[users[0]] is self.block[u]
+        reads_acc = any(s.op is Ops.DEFINE_ACC for s in u.src)
+        return len(users) == 1 and self.block[users[0]] is self.block[u] and not reads_acc
 
     def value(self, u: UOp, text: str, prefix: str) -> None:
         if prefix == "alu" and self.inlined(u):
@@ -225,6 +228,8 @@ class _CUDAWriter:
         """acc + value, or fmaf(a, b, acc) for a product used nowhere else: nvcc fuses nothing by itself
         (--fmad=false), so only the sums of products, as in a matmul, round once instead of twice."""
         acc, value = u.src[0], u.src[1]
+        if u.arg is None:
+            return self.expr[value]
         product = value.op is Ops.MUL and value.dtype in (dtypes.float32, dtypes.float64) and self.inlined(value)
         if u.arg is Ops.ADD and product:
             fma = "fmaf" if value.dtype is dtypes.float32 else "fma"

@@ -1,0 +1,105 @@
+"""The tiered build: a large plan runs first on a library built at -O0, while the -O3 library builds in a
+thread; the executable swaps it in when it is done, and the plan store keeps it, not the quick one."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+
+from uopc.backend.c import C_BACKEND, DEFAULT_CFLAGS, CExecutable, CompileError, compiler
+from uopc.ir import Ops, UOp
+from uopc.lower import Binary, CompiledPlan, Plan, compile_plan, make_plan, normalize, plan_key
+
+
+def layers() -> tuple[UOp, list[Any]]:
+    """Three dense layers with a softmax: a plan of several kernels, with sums that get lanes and fused tiles."""
+    rng = np.random.default_rng(86)
+    x = UOp.buffer(0, 8 * 64).reshape((8, 64))
+    inputs: list[Any] = [rng.standard_normal(8 * 64).astype(np.float32)]
+    for i in range(3):
+        w = UOp.buffer(i + 1, 64 * 64).reshape((1, 64, 64)).expand((8, 64, 64))
+        inputs.append(rng.standard_normal(64 * 64).astype(np.float32) / 8)
+        x = (x.reshape((8, 1, 64)).expand((8, 64, 64)) * w).sum([2]).reshape((8, 64)).maximum(0.0)
+    e = (x - x.reduce(Ops.MAX, [1]).expand(x.shape)).exp()
+    return e / e.sum([1]).expand(x.shape), inputs
+
+
+def run(plan: Plan, compiled: CompiledPlan, inputs: list[Any]) -> Any:
+    buffers = [*inputs, *(C_BACKEND.runtime.allocate(b.dtype, b.size) for b in plan.buffers[plan.n_inputs :])]
+    compiled.executable.run(buffers)
+    return buffers[plan.outputs[0]].copy()
+
+
+def finish_builds() -> None:
+    """Wait for the threads of tiered builds to end."""
+    for thread in threading.enumerate():
+        if thread.name == "uopc-O3-build":
+            thread.join(timeout=120)
+
+
+@pytest.fixture
+def tiered(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """The default flags, a fresh cache, and every plan large enough to be built in tiers."""
+    monkeypatch.delenv("CFLAGS", raising=False)
+    monkeypatch.setenv("UOPC_CACHE", str(tmp_path))
+    monkeypatch.setattr(compiler, "TIERED_MIN_CHARS", 0)
+
+
+@pytest.mark.usefixtures("tiered")
+def test_a_plan_runs_on_the_quick_library_then_on_the_optimized_one_with_the_same_bits() -> None:
+    value, inputs = layers()
+    graph, _ = normalize([value])
+    plan, key = make_plan(graph, True), plan_key(graph, True)
+    compiled = compile_plan(plan, C_BACKEND, key)
+    executable = compiled.executable
+    assert isinstance(executable, CExecutable) and compiled.binary.later is not None
+    quick = run(plan, compiled, inputs)
+    optimized_binary = compiled.binary.later.result(timeout=120)
+    assert optimized_binary.key != compiled.binary.key  # built with other flags: another cache entry
+    optimized = run(plan, compiled, inputs)
+    assert executable.later is None  # swapped in by the run
+    assert quick.tobytes() == optimized.tobytes()
+    assert C_BACKEND.store is not None
+    finish_builds()  # the plan store keeps the plan in the build's thread, after the build's result is set
+    found = C_BACKEND.store.find(key)
+    assert found is not None and found[1].key == optimized_binary.key  # a warm start loads the -O3 library
+
+
+@pytest.mark.usefixtures("tiered")
+def test_a_source_found_in_the_cache_or_built_with_chosen_flags_is_built_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    value, _ = layers()
+    plan = make_plan(normalize([value])[0], True)
+    first = compile_plan(plan, C_BACKEND)
+    assert first.binary.later is not None
+    first.binary.later.result(timeout=120)
+    again = compile_plan(plan, C_BACKEND)  # the -O3 library is in the cache now
+    assert again.binary.later is None and again.binary.key == first.binary.later.result().key
+    monkeypatch.setenv("CFLAGS", DEFAULT_CFLAGS.replace("-O3", "-O2"))
+    assert compile_plan(plan, C_BACKEND).binary.later is None  # the user's flags, exactly as asked
+
+
+@pytest.mark.usefixtures("tiered")
+def test_a_failed_optimized_build_keeps_the_quick_library_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    quick_build = compiler.build_binary
+
+    def fail_at_o3(source: str, flags: str | None = None) -> Binary:
+        if flags == DEFAULT_CFLAGS:
+            raise CompileError("gcc stopped after UOPC_CC_TIMEOUT seconds", "")
+        return quick_build(source, flags)
+
+    monkeypatch.setattr(compiler, "build_binary", fail_at_o3)
+    value, inputs = layers()
+    graph, _ = normalize([value])
+    plan, key = make_plan(graph, True), plan_key(graph, True)
+    compiled = compile_plan(plan, C_BACKEND, key)
+    assert compiled.binary.later is not None
+    assert isinstance(compiled.binary.later.exception(timeout=120), CompileError)
+    with pytest.warns(UserWarning, match="optimized build failed: gcc stopped"):
+        first = run(plan, compiled, inputs)
+    again = run(plan, compiled, inputs)  # warned once; the quick library keeps running
+    assert first.tobytes() == again.tobytes()
+    finish_builds()
+    assert C_BACKEND.store is not None and C_BACKEND.store.find(key) is None  # nothing kept: next start is cold

@@ -1,0 +1,169 @@
+"""Time and peak memory of causal attention, three ways in uopc and once in PyTorch, at growing lengths.
+
+One head of dimension 64, float32, the forward pass: uopc's plain composition (scores materialized), its
+online kernel (one pass over the keys per query) and its tiled kernel (flash attention), and PyTorch's
+scaled_dot_product_attention on the CPU with as many threads as uopc's kernels get. Each (form, length)
+runs in a fresh child process (this script, run again): a warm-up call (which compiles), then the timed
+calls; the table gives the median. Peak memory is how far the process's resident memory rose above where
+it stood before the last call (the kernel's high-water mark, reset through /proc/self/clear_refs), with
+glibc returning every block above 64 KiB at once (MALLOC_MMAP_THRESHOLD_), so freed memory does not hide
+the next call's. PyTorch is left out if it is not installed.
+
+A second table times a training step (forward, backward, AdamW) of the GPT that `hatch run gpt` trains
+(scripts/gpt.py, its default size, on random characters) with each of uopc's three kernels in its attention.
+
+    python scripts/bench_attention.py                                  # 128 .. 4096
+    python scripts/bench_attention.py --lengths 128 512 --repeats 3 --gpt-steps 0
+    python scripts/bench_attention.py --out docs/outputs/bench_attention.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import stamp
+from arguments import non_negative_int, output_file, positive_int
+
+FORMS = ["plain", "online", "tiled", "torch"]
+DIM = 64
+MEASURES = [f"packages/uopc-{p}/src" for p in ("ir", "lower", "backend-c", "tensor")]
+
+
+def resident_kib(field: str) -> int:
+    """VmRSS (now) or VmHWM (the peak since the last reset) of this process, in KiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def attention_call(form: str, length: int) -> Callable[[], object]:
+    """One causal attention of the given form on fresh random inputs, computed to the end."""
+    rng = np.random.default_rng(length)
+    q, k, v = (rng.standard_normal((1, length, DIM)).astype(np.float32) for _ in range(3))
+    if form == "torch":
+        import torch
+
+        torch.set_num_threads(stamp.thread_count())
+        tq, tk, tv = (torch.from_numpy(a) for a in (q, k, v))
+        return lambda: torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=True).numpy()
+    from uopc.tensor import Tensor
+
+    uq, uk, uv = Tensor(q), Tensor(k), Tensor(v)
+    return lambda: uq.scaled_dot_product_attention(uk, uv, is_causal=True, kernel=form).numpy()
+
+
+def gpt_step_call(form: str) -> Callable[[], object]:
+    """One training step of the default GPT (train_gpt.py's "small" preset) with `form` in every attention."""
+    from gpt import GPT, Config
+
+    from uopc.tensor import Tensor
+    from uopc.tensor.nn import MultiHeadAttention
+    from uopc.tensor.optim import AdamW
+
+    Tensor.manual_seed(0)
+    model = GPT(Config(vocab_size=65, block_size=64, dim=64, heads=4, layers=2))
+    for module in model.modules():
+        if isinstance(module, MultiHeadAttention):
+            module.kernel = form
+    opt = AdamW(model.parameters(), lr=1e-3)
+    rng = np.random.default_rng(0)
+
+    def step() -> None:
+        tokens = rng.integers(0, 65, (32, 65)).astype(np.int32)
+        loss = model(Tensor(tokens[:, :-1])).cross_entropy(Tensor(tokens[:, 1:]))
+        opt.zero_grad()
+        loss.backward()
+        opt.step(loss)
+        loss.item()
+
+    return step
+
+
+def child(form: str, length: int, repeats: int) -> dict[str, float]:
+    call = gpt_step_call(form) if length == 0 else attention_call(form, length)
+    start = time.perf_counter()
+    call()
+    first = time.perf_counter() - start
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    before = resident_kib("VmRSS")
+    Path("/proc/self/clear_refs").write_text("5")  # the peak starts again from here
+    call()
+    peak = resident_kib("VmHWM") - before
+    return {"first_s": first, "median_ms": statistics.median(times) * 1e3, "peak_mib": max(peak, 0) / 1024}
+
+
+def measure(form: str, length: int, repeats: int) -> dict[str, float]:
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
+    argv = [sys.executable, __file__, "--child", form, str(length), str(repeats)]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{form} at length {length} failed:\n{done.stderr[-3000:]}")
+    result: dict[str, float] = json.loads(done.stdout.splitlines()[-1])
+    return result
+
+
+def table(results: dict[tuple[str, int], dict[str, float]], forms: list[str], lengths: list[int]) -> str:
+    columns = [f"{f} (ms)" for f in forms] + [f"{f} (MiB)" for f in forms]
+    head = "| length | " + " | ".join(columns) + " |"
+    rule = "| ---: |" + " ---: |" * (2 * len(forms))
+    rows = [head, rule]
+    for n in lengths:
+        times = [f"{results[f, n]['median_ms']:.1f}" for f in forms]
+        peaks = [f"{results[f, n]['peak_mib']:.1f}" for f in forms]
+        rows.append(f"| {n} | " + " | ".join(times + peaks) + " |")
+    return "\n".join(rows)
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--child"]:
+        form, length, repeats = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+        print(json.dumps(child(form, length, repeats)))
+        return
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lengths", type=positive_int, nargs="+", default=[128, 256, 512, 1024, 2048, 4096])
+    parser.add_argument("--repeats", type=positive_int, default=5, help="timed calls after the warm-up (default 5)")
+    parser.add_argument("--gpt-steps", type=non_negative_int, default=10, help="timed GPT steps (10; 0: none)")
+    parser.add_argument("--out", type=output_file, help="also write the table (markdown) to this file")
+    args = parser.parse_args()
+    forms = [f for f in FORMS if f != "torch" or importlib.util.find_spec("torch") is not None]
+    results = {}
+    for n in args.lengths:
+        for form in forms:
+            results[form, n] = measure(form, n, args.repeats)
+            print(f"length {n:5d}  {form:6s}  {results[form, n]['median_ms']:9.1f} ms", file=sys.stderr, flush=True)
+    header = (
+        f"causal attention, one head, head dim {DIM}, float32, forward pass: median of {args.repeats} calls after a "
+        f"warm-up, and the peak rise of resident memory during one call; {stamp.thread_count()} threads"
+    )
+    text = f"{header}\n\n{table(results, forms, args.lengths)}\n"
+    if args.gpt_steps:
+        steps = {form: measure(form, 0, args.gpt_steps) for form in FORMS[:3]}
+        rows = [f"| {form} | {r['median_ms']:.1f} |" for form, r in steps.items()]
+        text += (
+            f"\nA training step of the default GPT (2 layers, 4 heads of 16, context 64, batch 32): median of "
+            f"{args.gpt_steps} steps after the first\n\n| attention | step (ms) |\n| --- | ---: |\n"
+            + "\n".join(rows)
+            + "\n"
+        )
+    print(text)
+    if args.out is not None:
+        stamp.write(args.out, text, [*MEASURES, __file__])
+
+
+if __name__ == "__main__":
+    main()
