@@ -265,8 +265,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "plan_cache_ignores_opt",
         LOWER + "kernelize.py",
-        "key = (graph, opt)",
-        "key = (graph, True)",
+        "key = (graph, opt, pack)",
+        "key = (graph, True, pack)",
         LOWER_TESTS,
         "the plan cache key leaves out the optimizer setting: OPT=0 gets the optimized plan",
     ),
