@@ -56,7 +56,7 @@ def check(m: int, k: int, n: int, layout: str, seed: int = 0) -> Plan:
 @pytest.mark.parametrize("layout", ["ab", "abt", "atb"])
 @pytest.mark.parametrize(
     ("m", "k", "n"),
-    # 1 x N; rows off the tile; one panel and one group of rows, no loop left to thread (notebook entry 92)
+    # 1 x N; rows off the tile; one panel and one group of rows, no loop left to thread (notebook entry 87)
     [(1, 37, 64), (5, 17, 192), (4, 9, 64), (64, 33, 64), (12, 300, 128)],
 )
 def test_packed_matmul_matches_numpy(m: int, k: int, n: int, layout: str) -> None:
