@@ -8,9 +8,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pytest
-import torch
 
 from uopc.tensor import Tensor
+
+torch = pytest.importorskip("torch")
 
 Array = npt.NDArray[Any]
 CASES = [(2, 3, 17, 17, 8), (1, 2, 31, 19, 16), (2, 1, 5, 29, 4), (1, 1, 1, 1, 3), (1, 4, 65, 65, 64)]
