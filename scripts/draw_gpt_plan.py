@@ -16,10 +16,6 @@ Writes the picture (stamped in its metadata) and a table of the counts beside it
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
-import os
-import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,6 +33,7 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
+from profile_gpt import kernel_timings
 from train_gpt import PRESETS, train_step
 
 from uopc.ir import Ops
@@ -132,18 +129,7 @@ def layers(deps: list[set[int]]) -> list[int]:
 
 def kernel_seconds(step: Callable[[], None], plan: Plan) -> list[float]:
     """Each step's time from one run of `step` with DEBUG=2, in the plan's order."""
-    printed = io.StringIO()
-    before = os.environ.get("DEBUG")
-    os.environ["DEBUG"] = "2"
-    try:
-        with contextlib.redirect_stdout(printed):
-            step()
-    finally:
-        if before is None:
-            del os.environ["DEBUG"]
-        else:
-            os.environ["DEBUG"] = before
-    found = re.findall(r"^\s+(\S+)\s+([\d.]+) ms\s+[\d.]+ GFLOP/s", printed.getvalue(), re.MULTILINE)
+    found = [(name, ms) for name, ms, _ in kernel_timings(step)]
     names = [plan.kernels[s.kernel].name for s in plan.steps]
     if [n for n, _ in found] != names:
         raise SystemExit(f"DEBUG=2 printed {len(found)} kernels, not the plan's {len(names)} in its order")

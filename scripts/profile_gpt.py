@@ -70,8 +70,8 @@ def cumulative(stats: pstats.Stats, suffix: str, name: str) -> float:
     return float(max(found, default=0.0))
 
 
-def slowest_kernels(step: Callable[[], None], count: int) -> list[tuple[str, float, float]]:
-    """(name, ms, GFLOP/s) of the `count` slowest kernels of one step run with DEBUG=2."""
+def kernel_timings(step: Callable[[], None]) -> list[tuple[str, float, float]]:
+    """(name, ms, GFLOP/s) of each kernel of one run of `step` with DEBUG=2, in the order they ran."""
     printed = io.StringIO()
     before = os.environ.get("DEBUG")
     os.environ["DEBUG"] = "2"
@@ -84,8 +84,12 @@ def slowest_kernels(step: Callable[[], None], count: int) -> list[tuple[str, flo
         else:
             os.environ["DEBUG"] = before
     found = re.findall(r"^\s+(\S+)\s+([\d.]+) ms\s+([\d.]+) GFLOP/s", printed.getvalue(), re.MULTILINE)
-    kernels = sorted(((n, float(ms), float(g)) for n, ms, g in found), key=lambda k: -k[1])
-    return kernels[:count]
+    return [(n, float(ms), float(g)) for n, ms, g in found]
+
+
+def slowest_kernels(step: Callable[[], None], count: int) -> list[tuple[str, float, float]]:
+    """(name, ms, GFLOP/s) of the `count` slowest kernels of one step run with DEBUG=2."""
+    return sorted(kernel_timings(step), key=lambda k: -k[1])[:count]
 
 
 def main(argv: list[str] | None = None) -> None:
