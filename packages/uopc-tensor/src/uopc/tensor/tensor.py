@@ -2123,15 +2123,19 @@ def _im2col(x: Tensor, kernel: tuple[int, int], stride: tuple[int, int], dilatio
 
 
 def _every(x: Tensor, axis: int, start: int, count: int, step: int) -> Tensor:
-    """x[..., start : start + count * step : step, ...] along `axis`, from movement ops: a stride is a reshape
-    into rows of `step`, of which the first column is kept."""
-    end = start + (count - 1) * step + 1
-    x = x.shrink([(start, end) if i == axis else None for i in range(x.ndim)])
+    """x[..., start : start + count * step : step, ...] along `axis`, from movement ops: rows of `step` from
+    the one holding `start`, of which one column is kept. The rows are cut from x where they fit in it,
+    padded only past its end: a pad makes every load of the view a guarded one."""
+    first = start - start % step
+    end = min(first + count * step, x.shape[axis])
+    x = x.shrink([(first, end) if i == axis else None for i in range(x.ndim)])
+    if end < first + count * step:
+        x = x.pad([(0, first + count * step - end) if i == axis else (0, 0) for i in range(x.ndim)])
     if step == 1:
         return x
-    x = x.pad([(0, count * step - (end - start)) if i == axis else (0, 0) for i in range(x.ndim)])
     x = x.reshape(*x.shape[:axis], count, step, *x.shape[axis + 1 :])
-    return x.shrink([(0, 1) if i == axis + 1 else None for i in range(x.ndim)]).squeeze(axis + 1)
+    column = start % step
+    return x.shrink([(column, column + 1) if i == axis + 1 else None for i in range(x.ndim)]).squeeze(axis + 1)
 
 
 def _windows_of_last_axis(x: Tensor, k: int, s: int, d: int) -> Tensor:
