@@ -1501,7 +1501,7 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         cols = _im2col(x.pad(_conv_padding(padding, (kh, kw), s, d)), (kh, kw), s, d)
         oh, ow = cols.shape[-2:]
         rows = per_group * kh * kw
-        products = weight.reshape(groups, c_out // groups, rows) @ cols.reshape(groups, rows, n * oh * ow)
+        products = weight.reshape(groups, c_out // groups, rows) @ cols.reshape(groups, rows, n * oh * ow).contiguous()
         out = products.reshape(c_out, n, oh, ow).permute(1, 0, 2, 3)
         if bias is not None:
             out = out + bias.reshape(1, c_out, 1, 1)
