@@ -43,7 +43,8 @@ def cnn(channels: int, hidden: int = 0) -> Sequential:
     """Two 3x3 convolutions (channels, then 2 * channels), each with ReLU and 2x2 max pooling, and a linear
     layer on the 7 x 7 maps: 28 -> 14 -> 7; with `hidden`, a hidden layer of that width and ReLU before it.
     The parameters are named as PyTorch's nn.Sequential names them."""
-    head = [Linear(2 * channels * 7 * 7, hidden), ReLU(), Linear(hidden, 10)] if hidden else [Linear(2 * channels * 7 * 7, 10)]
+    features = 2 * channels * 7 * 7
+    head = [Linear(features, hidden), ReLU(), Linear(hidden, 10)] if hidden else [Linear(features, 10)]
     return Sequential(
         Conv2d(1, channels, 3, padding=1),
         ReLU(),
@@ -92,7 +93,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model", choices=["mlp", "cnn"], default="mlp", help="784-hidden-10 MLP, or a small CNN (mlp)")
     p.add_argument("--epochs", type=positive_int, help="passes over the 60,000 training images (mlp 4, cnn 2)")
     p.add_argument("--batch-size", type=positive_int, default=128, help="images per step (default 128)")
-    p.add_argument("--hidden", type=non_negative_int, help="width of the hidden layer (mlp 256, cnn 128; cnn: 0 for none)")
+    p.add_argument("--hidden", type=non_negative_int, help="hidden layer's width (mlp 256, cnn 128; cnn: 0 for none)")
     p.add_argument("--channels", type=positive_int, help="the CNN's first convolution's channels (16)")
     p.add_argument("--lr", type=positive_float, help="peak AdamW learning rate, cosine-decayed (mlp 2e-3, cnn 5e-3)")
     p.add_argument("--weight-decay", type=non_negative_float, default=1e-4, help="AdamW weight decay (default 1e-4)")
