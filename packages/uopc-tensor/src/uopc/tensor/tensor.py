@@ -2105,6 +2105,23 @@ def _windows(x: Tensor, kernel: tuple[int, ...], stride: tuple[int, ...], dilati
     return x.permute(*range(lead), *range(lead, lead + 2 * n, 2), *range(lead + 1, lead + 2 * n, 2))
 
 
+def _windows_of_last_axis(x: Tensor, k: int, s: int, d: int) -> Tensor:
+    """The last axis (length i) as (windows, k). Windows that do not overlap are a reshape into rows of s,
+    cut to k. Overlapping ones take a trick: tile the axis e times and read the tiles as rows of i + d,
+    so row a starts at a * (i + d) = a * d (mod i); column i * s of row a is then x[i * s + a * d]."""
+    i, lead = x.shape[-1], x.shape[:-1]
+    out = (i - d * (k - 1) - 1) // s + 1
+    keep = [(0, 0)] * len(lead)
+    if d == 1 and k <= s:
+        rows = x.pad([*keep, (0, out * s - i)]).reshape(*lead, out, s)
+        return rows.shrink([None] * len(lead) + [None, (0, k)])
+    tiles = -(-k * (i + d) // i)
+    x = x.unsqueeze(-2).expand(*lead, tiles, i).reshape(*lead, tiles * i)
+    x = x.shrink([None] * len(lead) + [(0, k * (i + d))]).reshape(*lead, k, i + d)
+    x = x.pad([*keep, (0, 0), (0, out * s - (i + d))]).reshape(*lead, k, out, s)
+    return x.shrink([None] * (len(lead) + 2) + [(0, 1)]).reshape(*lead, k, out).transpose(-1, -2)
+
+
 def _im2col(x: Tensor, kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int]) -> Tensor:
     """The windows of images x (N, C, H, W) copied into one buffer (C, kH kW, N, H_out, W_out): row (c, a, b)
     holds, for every image and output position, the pixel under the window's element (a, b). It is kH kW
@@ -2136,20 +2153,3 @@ def _every(x: Tensor, axis: int, start: int, count: int, step: int) -> Tensor:
     x = x.reshape(*x.shape[:axis], count, step, *x.shape[axis + 1 :])
     column = start % step
     return x.shrink([(column, column + 1) if i == axis + 1 else None for i in range(x.ndim)]).squeeze(axis + 1)
-
-
-def _windows_of_last_axis(x: Tensor, k: int, s: int, d: int) -> Tensor:
-    """The last axis (length i) as (windows, k). Windows that do not overlap are a reshape into rows of s,
-    cut to k. Overlapping ones take a trick: tile the axis e times and read the tiles as rows of i + d,
-    so row a starts at a * (i + d) = a * d (mod i); column i * s of row a is then x[i * s + a * d]."""
-    i, lead = x.shape[-1], x.shape[:-1]
-    out = (i - d * (k - 1) - 1) // s + 1
-    keep = [(0, 0)] * len(lead)
-    if d == 1 and k <= s:
-        rows = x.pad([*keep, (0, out * s - i)]).reshape(*lead, out, s)
-        return rows.shrink([None] * len(lead) + [None, (0, k)])
-    tiles = -(-k * (i + d) // i)
-    x = x.unsqueeze(-2).expand(*lead, tiles, i).reshape(*lead, tiles * i)
-    x = x.shrink([None] * len(lead) + [(0, k * (i + d))]).reshape(*lead, k, i + d)
-    x = x.pad([*keep, (0, 0), (0, out * s - (i + d))]).reshape(*lead, k, out, s)
-    return x.shrink([None] * (len(lead) + 2) + [(0, 1)]).reshape(*lead, k, out).transpose(-1, -2)
