@@ -359,6 +359,8 @@ def build_library(source: str) -> Path:
 # done (runtime.py), and the plan store keeps it for the next process (store.py). The thread is not a
 # daemon: a process that ends sooner waits for it, so that the cache holds the -O3 library.
 QUICK_LEVEL = "-O0"
+# The quick build's hot kernels (render.HOT_FLOPS) at -O1: they are most of a step's time at -O0.
+HOT_ATTRIBUTE = "-DUOPC_HOT=__attribute__((optimize(\"O1\")))"
 TIERED_MIN_CHARS = 50_000  # below this, -O3 builds in under a CPU second and one build is enough
 BACKGROUND_NICE = 10  # the -O3 build's priority: below the process's own work
 
@@ -375,7 +377,7 @@ def quick_flags(chars: int, flags: str) -> str | None:
     turned off (tiered_build_on)."""
     if flags != DEFAULT_CFLAGS or chars < TIERED_MIN_CHARS or not tiered_build_on():
         return None
-    return flags.replace("-O3", QUICK_LEVEL)
+    return f"{flags.replace('-O3', QUICK_LEVEL)} {shlex.quote(HOT_ATTRIBUTE)}"
 
 
 class CCompiler:
