@@ -94,7 +94,8 @@ def test_the_quick_tier_with_its_hot_kernels_at_o1_computes_the_bits_of_o3(
     value, shapes = cases()[case]
     rng = np.random.default_rng(96)
     inputs = [rng.standard_normal(shape).astype(np.float32).reshape(-1) * 3.0 for shape in shapes]
-    assert run_at(quick, value, inputs, monkeypatch).tobytes() == run_at(DEFAULT_CFLAGS, value, inputs, monkeypatch).tobytes()
+    fast = run_at(quick, value, inputs, monkeypatch)
+    assert fast.tobytes() == run_at(DEFAULT_CFLAGS, value, inputs, monkeypatch).tobytes()
 
 
 @pytest.mark.parametrize("level", ["-O0", "-O1"])
