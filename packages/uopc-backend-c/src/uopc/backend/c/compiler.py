@@ -263,10 +263,7 @@ def compile_units(folder: Path, source: str, cc: str, flags: str) -> Path:
         Path(folder, "kernel.c").write_text(source)
         _run_all([([*base, "-shared", "-fPIC", "-o", "kernel.so", "kernel.c", "-lm"], source)], folder, deadline)
         return folder / "kernel.so"
-    shares: list[list[str]] = [[] for _ in range(jobs)]
-    for part in sorted(parts[1:], key=len, reverse=True):  # each part to the share that is shortest so far
-        min(shares, key=lambda share: sum(map(len, share))).append(part)
-    units = ["\n\n".join([parts[0], *share]) + "\n" for share in shares]
+    units = ["\n\n".join([parts[0], *share]) + "\n" for share in shares(parts[1:], jobs)]
     for i, unit in enumerate(units):
         Path(folder, f"unit{i}.c").write_text(unit)
     objects = [([*base, "-fPIC", "-c", "-o", f"unit{i}.o", f"unit{i}.c"], unit) for i, unit in enumerate(units)]
@@ -274,6 +271,14 @@ def compile_units(folder: Path, source: str, cc: str, flags: str) -> Path:
     link = [*base, "-shared", "-fPIC", "-o", "kernel.so", *(f"unit{i}.o" for i in range(jobs)), "-lm"]
     _run_all([(link, source)], folder, deadline)
     return folder / "kernel.so"
+
+
+def shares(parts: list[str], jobs: int) -> list[list[str]]:
+    """`parts` in `jobs` shares of about equal length: gcc spends its time per function, so per character."""
+    out: list[list[str]] = [[] for _ in range(jobs)]
+    for part in sorted(parts, key=len, reverse=True):  # each part to the share that is shortest so far
+        min(out, key=lambda share: sum(map(len, share))).append(part)
+    return [share for share in out if share]
 
 
 def _run_all(commands: list[tuple[list[str], str]], folder: Path, deadline: float) -> None:
@@ -360,7 +365,7 @@ def build_library(source: str) -> Path:
 # daemon: a process that ends sooner waits for it, so that the cache holds the -O3 library.
 QUICK_LEVEL = "-O0"
 # The quick build's hot kernels (render.HOT_FLOPS) at -O1: they are most of a step's time at -O0.
-HOT_ATTRIBUTE = "-DUOPC_HOT=__attribute__((optimize(\"O1\")))"
+HOT_ATTRIBUTE = '-DUOPC_HOT=__attribute__((optimize("O1")))'
 TIERED_MIN_CHARS = 50_000  # below this, -O3 builds in under a CPU second and one build is enough
 BACKGROUND_NICE = 10  # the -O3 build's priority: below the process's own work
 
@@ -420,7 +425,7 @@ class CCompiler:
             return found if found is not None else _optimized_later(build.finish(source), source, flags)
 
 
-UNIT_CHARS = 50_000  # characters of C per unit of a build made as its source arrives: gcc starts in 20 ms
+UNIT_CHARS = 100_000  # characters of C per unit of a build made as its source arrives: gcc starts in 25 ms
 
 
 class UnitBuild:
@@ -446,17 +451,21 @@ class UnitBuild:
         if self.chars >= UNIT_CHARS:
             self._start_unit()
 
-    def _start_unit(self) -> None:
-        name, unit = f"unit{len(self.units)}", "\n\n".join([self.header, *self.waiting]) + "\n"
+    def _start_unit(self, parts: list[str] | None = None) -> None:
+        """gcc on the header and `parts` (default: the parts waiting, which are then no longer waiting)."""
+        if parts is None:
+            parts, self.waiting, self.chars = self.waiting, [], 0
+        name, unit = f"unit{len(self.units)}", "\n\n".join([self.header, *parts]) + "\n"
         Path(self.tmp.name, f"{name}.c").write_text(unit)
         command = [*self.base, "-fPIC", "-c", "-o", f"{name}.o", f"{name}.c"]
         self.units.append(self.pool.submit(_run_all, [(command, unit)], Path(self.tmp.name), self.deadline))
-        self.waiting, self.chars = [], 0
 
     def finish(self, source: str) -> Binary:
-        """The library of all the parts, kept in the cache under `source` (their join) and the flags."""
-        if self.waiting:
-            self._start_unit()
+        """The library of all the parts, kept in the cache under `source` (their join) and the flags. The
+        parts still waiting are split over the cores: nothing else is left to do but wait for them."""
+        for share in shares(self.waiting, len(os.sched_getaffinity(0))):
+            self._start_unit(share)
+        self.waiting = []
         for unit in self.units:
             unit.result()
         objects = [f"unit{i}.o" for i in range(len(self.units))]
