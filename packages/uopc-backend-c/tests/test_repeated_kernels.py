@@ -8,6 +8,7 @@ import dataclasses
 from typing import Any
 
 import numpy as np
+import pytest
 
 from uopc.backend.c import C_BACKEND
 from uopc.ir import UOp
@@ -40,6 +41,7 @@ def outputs(plan: Plan, backend: Backend, inputs: list[Any]) -> list[Any]:
     return [buffers[o].copy() for o in plan.outputs]
 
 
+@pytest.mark.o0
 def test_a_repeated_layer_is_lowered_once_and_each_step_runs_on_its_own_buffers() -> None:
     plan, inputs = two_layers()
     first, second = plan.kernels
@@ -55,6 +57,7 @@ def test_a_repeated_layer_is_lowered_once_and_each_step_runs_on_its_own_buffers(
     np.testing.assert_allclose(y, np.maximum(expected_h @ w2.reshape(K, K).T, 0).reshape(-1), rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.o0
 def test_a_repeated_layer_lowered_once_computes_the_bits_of_one_lowered_for_each_step() -> None:
     plan, inputs = two_layers()
     each_on_its_own = dataclasses.replace(C_BACKEND, store=None, linearize=linearize)  # no memo in the driver
