@@ -52,12 +52,13 @@ def batches(model: str, n: int) -> list[Batch]:
     return [(t[:, :-1].copy(), t[:, 1:].copy()) for t in tokens]
 
 
-def uopc_step(model: str, captured: bool) -> Step:
+def uopc_train_step(model: str) -> Callable[[Any, Any], Any]:
+    """The model's training step in uopc, on tensors: forward, loss, backward, optimizer; returns the loss."""
     sys.path.append(os.path.dirname(__file__))
     from gpt import GPT as Gpt
     from gpt import Config
 
-    from uopc.tensor import Tensor, capture
+    from uopc.tensor import Tensor
     from uopc.tensor.nn import Linear, ReLU, Sequential
     from uopc.tensor.optim import Adam, AdamW
 
@@ -77,6 +78,13 @@ def uopc_step(model: str, captured: bool) -> Step:
         opt.step(loss)
         return loss
 
+    return step
+
+
+def uopc_step(model: str, captured: bool) -> Step:
+    from uopc.tensor import Tensor, capture
+
+    step = uopc_train_step(model)
     run = capture(step) if captured else step
     return lambda x, y: float(run(Tensor(x), Tensor(y)).item())
 

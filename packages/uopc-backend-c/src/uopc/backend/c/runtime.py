@@ -60,22 +60,25 @@ def plan_spans(kernels: Sequence[Signature], steps: Sequence[Step]) -> dict[int,
 
 
 class Binding:
-    """A list of arrays checked against a plan's buffers, each one's memory (start and end address), and
-    the pointers C gets for them. The arrays are held weakly: a binding must not keep memory alive."""
+    """A list of arrays checked against a plan's buffers: each one's id, its memory (start and end address),
+    and the pointers C gets for them. The arrays are held weakly: a binding must not keep memory alive."""
 
-    def __init__(self, refs: list[weakref.ref[Any]], dtypes: list[Any], ranges: list[tuple[int, int]], pointers: Any):
-        self.refs, self.dtypes, self.ranges, self.pointers = refs, dtypes, ranges, pointers
+    def __init__(self, arrays: Sequence[Any], refs: list[weakref.ref[Any]], starts: Any, ends: Any, pointers: Any):
+        self.ids = np.fromiter(map(id, arrays), np.uint64, len(arrays))
+        self.refs, self.dtypes, self.starts, self.ends, self.pointers = refs, [a.dtype for a in arrays], starts, ends, pointers
 
-    def changed(self, arrays: Sequence[Any], sizes: Sequence[int], written: Sequence[int]) -> list[int]:
-        """Where `arrays` differs from the arrays bound: another array, or the same one changed in place
-        since (its dtype or size, or made read-only where a kernel writes it)."""
+    def changed(self, arrays: Sequence[Any], differ: Any, sizes: Sequence[int], written: Sequence[int]) -> list[int]:
+        """Where `arrays` is not what was bound: at `differ`, another array (by id); elsewhere an array that
+        has the id of a bound one that is gone, or a bound one changed in place since (its dtype or size, or
+        made read-only where a kernel writes it)."""
+        moved = set(differ.tolist())
         found = [
             i
             for i, (r, d, n, a) in enumerate(zip(self.refs, self.dtypes, sizes, arrays, strict=True))
-            if r() is not a or a.dtype is not d or a.size != n
+            if i not in moved and (r() is not a or a.dtype is not d or a.size != n)
         ]
-        moved = set(found)
-        return found + [i for i in written if i not in moved and not arrays[i].flags.writeable]
+        moved.update(found)
+        return sorted(moved) + [i for i in written if i not in moved and not arrays[i].flags.writeable]
 
 
 BINDINGS_KEPT = 4
@@ -105,6 +108,8 @@ class CExecutable:
         self.spans = [spans[b] for b in self.buffers]
         self.sizes = [p.size for p in self.buffers.values()]
         self.written = [i for i, p in enumerate(self.buffers.values()) if not p.const]
+        self.order = list(self.buffers)  # the plan buffer of each bound array
+        self.positions = [self.order.index(b) if b in self.buffers else None for b in range(self.n_buffers)]
         self.bindings: list[Binding] = []
 
     def bind(self, lib: ctypes.CDLL) -> None:
@@ -142,17 +147,17 @@ class CExecutable:
         if len(buffers) < n:
             raise ArgumentError(f"uopc_plan takes {n} buffers, got {len(buffers)}")
         arrays = [buffers[b] for b in self.buffers]
-        base, changed = None, list(range(len(arrays)))
-        for binding in self.bindings:
-            differs = binding.changed(arrays, self.sizes, self.written)
-            if len(differs) < len(changed):
-                base, changed = binding, differs
-            if not changed:
-                break
+        ids = np.fromiter(map(id, arrays), np.uint64, len(arrays))
+        base, differ = None, None
+        for binding in reversed(self.bindings):
+            found = np.flatnonzero(binding.ids != ids)
+            if differ is None or len(found) < len(differ):
+                base, differ = binding, found
+        changed = base.changed(arrays, differ, self.sizes, self.written) if base is not None else []
         if base is not None and not changed:
             self.bindings.remove(base)
         else:
-            base = self._bind(arrays, base if len(changed) <= len(arrays) // 2 else None, changed)
+            base = self._bind(arrays, base if base is not None and len(changed) <= len(arrays) // 2 else None, changed)
             if len(self.bindings) >= BINDINGS_KEPT:
                 del self.bindings[0]
         self.bindings.append(base)
@@ -164,21 +169,24 @@ class CExecutable:
         params = list(self.buffers.values())
         if base is None:
             check_arrays("uopc_plan", params, arrays, self.spans)
-            refs, ranges = [weakref.ref(a) for a in arrays], [(a.ctypes.data, a.ctypes.data + a.nbytes) for a in arrays]
-        else:
-            new = [arrays[i] for i in changed]
-            check_arrays("uopc_plan", [params[i] for i in changed], new, [self.spans[i] for i in changed])
-            refs, ranges = list(base.refs), list(base.ranges)
-            for i, a in zip(changed, new, strict=True):
-                refs[i], ranges[i] = weakref.ref(a), (a.ctypes.data, a.ctypes.data + a.nbytes)
-            kept = set(range(len(arrays))) - set(changed)
-            for i in changed:
-                for j in kept:
-                    if ranges[i][0] < ranges[j][1] and ranges[j][0] < ranges[i][1]:
-                        check_sharing("uopc_plan", params[i], params[j], (self.spans[i], self.spans[j]))
-        start = {b: r[0] for b, r in zip(self.buffers, ranges, strict=True)}
-        pointers = self._pointers(*(start.get(b) for b in range(self.n_buffers)))
-        return Binding(refs, [a.dtype for a in arrays], ranges, pointers)
+            refs = [weakref.ref(a) for a in arrays]
+            starts = np.array([a.ctypes.data for a in arrays], np.uint64)
+            ends = starts + np.array([a.nbytes for a in arrays], np.uint64)
+            pointers = self._pointers(*(None if i is None else int(starts[i]) for i in self.positions))
+            return Binding(arrays, refs, starts, ends, pointers)
+        new = [arrays[i] for i in changed]
+        check_arrays("uopc_plan", [params[i] for i in changed], new, [self.spans[i] for i in changed])
+        refs, starts, ends = list(base.refs), base.starts.copy(), base.ends.copy()
+        pointers = self._pointers.from_buffer_copy(base.pointers)
+        for i, a in zip(changed, new, strict=True):
+            refs[i], starts[i], ends[i] = weakref.ref(a), a.ctypes.data, a.ctypes.data + a.nbytes
+            pointers[self.order[i]] = a.ctypes.data
+        moved = set(changed)
+        for i in changed:
+            for j in np.flatnonzero((starts < ends[i]) & (starts[i] < ends)).tolist():
+                if j not in moved:
+                    check_sharing("uopc_plan", params[i], params[j], (self.spans[i], self.spans[j]))
+        return Binding(arrays, refs, starts, ends, pointers)
 
     def run_kernel(self, index: int, buffers: Sequence[Any]) -> None:
         self.upgrade()
