@@ -41,7 +41,11 @@ OPS: dict[str, tuple[int, Callable[[list[UOp]], UOp], Callable[[list[Array], Arr
     # name: (arrays read, the graph over the input buffers, numpy writing into `out`)
     "copy": (1, lambda xs: UOp(Ops.CONTIGUOUS, xs[0].dtype, (xs[0],)), lambda xs, out: np.copyto(out, xs[0])),
     "add": (2, lambda xs: xs[0] + xs[1], lambda xs, out: np.add(xs[0], xs[1], out=out)),
-    "mul-add": (3, lambda xs: xs[0] * xs[1] + xs[2], lambda xs, out: np.add(np.multiply(xs[0], xs[1], out=out), xs[2], out=out)),
+    "mul-add": (
+        3,
+        lambda xs: xs[0] * xs[1] + xs[2],
+        lambda xs, out: np.add(np.multiply(xs[0], xs[1], out=out), xs[2], out=out),
+    ),
     "relu": (1, lambda xs: (xs[0] <= 0.0).where(0.0, xs[0]), lambda xs, out: np.maximum(xs[0], 0.0, out=out)),
 }  # relu as the Tensor library writes it (NaN kept)
 
@@ -118,7 +122,10 @@ def copy_bandwidth(mib: int, repeats: int) -> float:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     rng = np.random.default_rng(0)
-    lines = ["| op | MiB per array | uopc GB/s | numpy GB/s | C copy GB/s | uopc, % of copy |", "| --- |" + " ---: |" * 5]
+    lines = [
+        "| op | MiB per array | uopc GB/s | numpy GB/s | C copy GB/s | uopc, % of copy |",
+        "| --- |" + " ---: |" * 5,
+    ]
     for mib in args.sizes:
         copy_gbs = copy_bandwidth(mib, args.repeats)
         lines += [row(op, mib, copy_gbs, args.repeats, rng) for op in OPS]

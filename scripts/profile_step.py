@@ -19,6 +19,7 @@ import io
 import pstats
 import statistics
 import time
+from pathlib import Path
 from typing import Any
 
 import bench_step
@@ -27,7 +28,7 @@ from arguments import output_file, positive_int
 
 from uopc.tensor import Tensor, capture
 
-MEASURES = ["packages/uopc-backend-c/src", "packages/uopc-tensor/src", "packages/uopc-lower/src", __file__]
+MEASURES: list[str | Path] = [*(f"packages/uopc-{p}/src" for p in ("lower", "backend-c", "tensor")), __file__]
 SHORT_S = 50e-6
 
 

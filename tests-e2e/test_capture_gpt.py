@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 import pytest
 
 from uopc.tensor import Tensor, capture

@@ -84,7 +84,7 @@ def test_a_chain_of_same_sized_intermediates_takes_turns_in_two_slots() -> None:
 
 
 def test_the_memory_plan_of_a_real_plan_passes_the_simulation() -> None:
-    x = h = UOp.buffer(0, 64).reshape((8, 8))
+    h = UOp.buffer(0, 64).reshape((8, 8))
     for _ in range(4):  # each row sum is an intermediate, read by every later step
         h = (h - h.sum([1]).reshape((8, 1)).expand((8, 8))).exp()
     graph, _ = normalize([h])

@@ -83,7 +83,12 @@ def test_a_plan_run_again_allocates_only_its_outputs(monkeypatch: pytest.MonkeyP
     ((x.exp().sum(1, keepdim=True) * x).softmax(1) + 1).numpy()  # compiles the plan, allocates its scratch
     allocated: list[int] = []
     allocate = CRuntime.allocate
-    monkeypatch.setattr(CRuntime, "allocate", lambda self, d, n: allocated.append(n) or allocate(self, d, n))
+
+    def counted(self: CRuntime, dtype: Any, size: int) -> Any:
+        allocated.append(size)
+        return allocate(self, dtype, size)
+
+    monkeypatch.setattr(CRuntime, "allocate", counted)
     y = Tensor(np.ones((3, 4), np.float32))
     got = ((y.exp().sum(1, keepdim=True) * y).softmax(1) + 1).numpy()
     assert allocated == [12]  # the output; the intermediates' storage is the plan's, kept from its first run

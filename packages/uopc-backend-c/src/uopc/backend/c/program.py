@@ -116,7 +116,9 @@ def check_sharing(fn: str, p: CParam, q: CParam, spans: tuple[tuple[int, int], t
         return
     written, other = (p, q) if not p.const else (q, p)
     used = f"; both are in use at once (steps {spans[0]} and {spans[1]})" if spans is not None else ""
-    raise ArgumentError(f"{fn}: {written.name} shares memory with {other.name}, but the kernel writes {written.name}{used}")
+    raise ArgumentError(
+        f"{fn}: {written.name} shares memory with {other.name}, but the kernel writes {written.name}{used}"
+    )
 
 
 def _shorten_openmp_spin() -> None:

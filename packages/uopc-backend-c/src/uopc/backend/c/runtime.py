@@ -65,7 +65,8 @@ class Binding:
 
     def __init__(self, arrays: Sequence[Any], refs: list[weakref.ref[Any]], starts: Any, ends: Any, pointers: Any):
         self.ids = np.fromiter(map(id, arrays), np.uint64, len(arrays))
-        self.refs, self.dtypes, self.starts, self.ends, self.pointers = refs, [a.dtype for a in arrays], starts, ends, pointers
+        self.refs, self.dtypes = refs, [a.dtype for a in arrays]
+        self.starts, self.ends, self.pointers = starts, ends, pointers
 
     def changed(self, arrays: Sequence[Any], differ: Any, sizes: Sequence[int], written: Sequence[int]) -> list[int]:
         """Where `arrays` is not what was bound: at `differ`, another array (by id); elsewhere an array that
@@ -75,7 +76,7 @@ class Binding:
         found = [
             i
             for i, (r, d, n, a) in enumerate(zip(self.refs, self.dtypes, sizes, arrays, strict=True))
-            if i not in moved and (r() is not a or a.dtype is not d or a.size != n)
+            if i not in moved and (a.dtype is not d or a.size != n or r() is not a)
         ]
         moved.update(found)
         return sorted(moved) + [i for i in written if i not in moved and not arrays[i].flags.writeable]
