@@ -115,7 +115,7 @@ def profile_model(model: str, steps: int, kernels: int) -> list[str]:
     for x, y in data[5 + steps :]:
         profile.runcall(step, x, y)
     return [
-        f"## {model}: captured step, median {statistics.median(times) * 1e3:.2f} ms, "
+        f"**{model}**: captured step, median {statistics.median(times) * 1e3:.2f} ms, "
         f"min {min(times) * 1e3:.2f} ms over {steps} replays",
         "",
         "| most time of its own (cProfile, per step) | ms |",

@@ -109,7 +109,7 @@ def test_a_binding_is_checked_once_and_only_its_changed_arrays_again(
 ) -> None:
     checked: list[list[str]] = []
 
-    def counted(fn: str, params: Sequence[Any], arrays: Sequence[Any], spans: Any) -> None:
+    def counted(fn: str, params: Sequence[Any], arrays: Sequence[Any], spans: Any = None) -> None:
         checked.append([p.name for p in params])
         program.check_arrays(fn, params, arrays, spans)
 
