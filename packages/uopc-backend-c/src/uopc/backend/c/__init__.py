@@ -19,6 +19,7 @@ from uopc.backend.c.program import ArgumentError, Program, numpy_dtype
 from uopc.backend.c.render import (
     C_OPS,
     CRenderer,
+    KernelWriter,
     RenderError,
     batch_source,
     c_literal,
@@ -43,6 +44,7 @@ __all__ = [
     "CRuntime",
     "CacheError",
     "CompileError",
+    "KernelWriter",
     "Program",
     "RenderError",
     "batch_source",
