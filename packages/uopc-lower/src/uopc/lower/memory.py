@@ -33,7 +33,8 @@ def step_spans(steps: Sequence[Step]) -> dict[int, tuple[int, int]]:
 @dataclass(frozen=True)
 class MemoryPlan:
     """Where each plan buffer lives: `slot[b]` is b's storage; buffers with the same slot share it. Slots
-    0..n_inputs-1 are the inputs', the outputs' come next, then the shared storage of intermediates."""
+    0..n_inputs-1 are the inputs', then come those of buffers that share with nothing (the outputs), then
+    the intermediates' storage."""
 
     slot: tuple[int, ...]
     sizes: tuple[BufferSpec, ...]  # the buffer each slot holds
