@@ -153,6 +153,14 @@ def test_plan_buffers_whose_steps_do_not_overlap_may_share_memory(chain: CExecut
     assert [chain.spans[b] for b in range(4)] == [(-1, 0), (0, 1), (1, 2), (2, 3)]
 
 
+def test_an_input_read_late_may_not_share_memory_with_a_buffer_written_before(build_kernels: Build) -> None:
+    # x -> scale -> tmp -> scale -> out, then y -> scale -> out2: y holds the caller's data from the start
+    exe = build_kernels([SCALE], [Step(0, (0, 1)), Step(0, (1, 2)), Step(0, (3, 4))])
+    x, tmp, out, out2 = (np.zeros(6, np.float32) for _ in range(4))
+    with pytest.raises(ArgumentError, match=r"buffer 1 shares memory with buffer 3.* in use at once"):
+        exe.run([x, tmp, out, tmp, out2])  # y passed in tmp's array: step 0 would overwrite it
+
+
 def test_run_kernel_checks_its_parameters(chain: CExecutable) -> None:
     with pytest.raises(ArgumentError, match=r"rowsum: data1 is 6 elements"):
         chain.run_kernel(1, [np.zeros(6, np.float32), np.zeros(6, np.float32)])
