@@ -12,7 +12,19 @@ import pytest
 from uopc.backend.c import C_BACKEND, ArgumentError, CExecutable, CRenderer, RenderError, batch_source, program, runtime
 from uopc.backend.c.compiler import UNIT_BREAK
 from uopc.ir import UOp, dtypes
-from uopc.lower import Kernel, Step, compile_plan, get_backend, linearize, make_plan, normalize, rangeify
+from uopc.lower import (
+    BufferSpec,
+    Kernel,
+    Plan,
+    Step,
+    compile_plan,
+    get_backend,
+    linearize,
+    make_plan,
+    normalize,
+    plan_memory,
+    rangeify,
+)
 
 Build = Callable[[Sequence[Kernel], Sequence[Step]], CExecutable]
 
@@ -159,6 +171,21 @@ def test_an_input_read_late_may_not_share_memory_with_a_buffer_written_before(bu
     x, tmp, out, out2 = (np.zeros(6, np.float32) for _ in range(4))
     with pytest.raises(ArgumentError, match=r"buffer 1 shares memory with buffer 3.* in use at once"):
         exe.run([x, tmp, out, tmp, out2])  # y passed in tmp's array: step 0 would overwrite it
+
+
+def test_the_runtime_accepts_the_memory_plan_of_a_plan_with_a_buffer_written_and_never_read(
+    build_kernels: Build,
+) -> None:
+    # buffer 1 is written and never read (a result nobody asked for); buffer 2 is read by the last step
+    steps = (Step(0, (0, 1)), Step(0, (0, 2)), Step(0, (2, 3)))
+    exe = build_kernels([SCALE], steps)
+    plan = Plan(steps, (BufferSpec(dtypes.float32, 6),) * 4, 1, (3,), make_kernels=tuple)
+    memory = plan_memory(plan)
+    storage: dict[int, Any] = {}
+    x = np.arange(6, dtype=np.float32)
+    arrays = [x, *(storage.setdefault(memory.slot[b], np.zeros(6, np.float32)) for b in range(1, 4))]
+    exe.run(arrays)
+    np.testing.assert_array_equal(arrays[3], scale(scale(x)))
 
 
 def test_run_kernel_checks_its_parameters(chain: CExecutable) -> None:

@@ -4,7 +4,9 @@ A plan's intermediates live only while the plan runs, and most only for a few of
 kernel, read by the next few, then dead. Two intermediates whose lifetimes do not overlap can use the same
 memory. A buffer's lifetime is the steps from the first that uses it to the last (`step_spans`); an input
 is alive from before the first step (the caller filled it), an output until after the last (the caller
-reads it), so only intermediates ever share.
+reads it), so only intermediates ever share. So is a buffer that one step writes and no step reads (its
+reads simplified away): nothing says it is dead, and the C runtime, which checks every sharing against
+the plan's steps, counts it as a result.
 
 `plan_memory` assigns each intermediate a storage slot, greedily by first use: a slot whose last user
 finished before this buffer's first use is free again. Slots hold buffers of one dtype and size only, so
@@ -51,7 +53,7 @@ def plan_memory(plan: Plan, share: bool = True) -> MemoryPlan:
     slot: dict[int, int] = {b: b for b in range(plan.n_inputs)}
     sizes: list[BufferSpec] = list(plan.buffers[: plan.n_inputs])
     for b in range(plan.n_inputs, len(plan.buffers)):
-        if b in results or b not in spans or not share:
+        if b in results or b not in spans or spans[b][0] == spans[b][1] or not share:
             slot[b] = len(sizes)
             sizes.append(plan.buffers[b])
     free_after: dict[BufferSpec, list[tuple[int, int]]] = {}  # per kind: (last step of its user, slot)
