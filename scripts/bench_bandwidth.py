@@ -19,6 +19,7 @@ same size.
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -145,7 +146,7 @@ def rows(mib: int, rounds: int, rng: np.random.Generator) -> tuple[list[str], st
     }
     for op, (reads, _, numpy_op) in OPS.items():
         runs[f"uopc {op}"] = uopc_runner(op, inputs[:reads])
-        runs[f"numpy {op}"] = lambda f=numpy_op, xs=inputs[:reads], out=outs[op]: f(xs, out)
+        runs[f"numpy {op}"] = functools.partial(numpy_op, inputs[:reads], outs[op])
     best = best_seconds(runs, rounds)
     memcpy, plain, stream = (2 * n * 4 / best[k] / 1e9 for k in ("copy", "scale", "scale, streaming"))
     copy = max(memcpy, plain, stream)  # the copy bandwidth: the fastest way measured to read n and write n
