@@ -12,6 +12,8 @@ from uopc.lower.backend import (
     BackendNotFound,
     Compiler,
     Executable,
+    PartsCompiler,
+    PartsRenderer,
     PlanStore,
     Renderer,
     Runtime,
@@ -19,6 +21,7 @@ from uopc.lower.backend import (
 )
 from uopc.lower.kernelize import PlanCache, make_plan, materialized, normalize
 from uopc.lower.linearize import LinearizeError, expand_reduces, linear_order, linearize
+from uopc.lower.memory import MemoryPlan, plan_memory, step_spans
 from uopc.lower.opt import Opts, apply_opts, choose_opts
 from uopc.lower.pipeline import CompiledPlan, StageTimes, compile_plan, plan_key, restore_plan
 from uopc.lower.rangeify import LowerError, rangeify
@@ -52,8 +55,11 @@ __all__ = [
     "LinearizeError",
     "LowerError",
     "Manifest",
+    "MemoryPlan",
     "Opts",
     "Param",
+    "PartsCompiler",
+    "PartsRenderer",
     "Plan",
     "PlanCache",
     "PlanStore",
@@ -77,7 +83,9 @@ __all__ = [
     "materialized",
     "normalize",
     "plan_key",
+    "plan_memory",
     "rangeify",
     "restore_plan",
     "stage_page",
+    "step_spans",
 ]
