@@ -7,7 +7,9 @@ runs in a fresh child process (this script, run again): a warm-up call (which co
 calls; the table gives the median. Peak memory is how far the process's resident memory rose above where
 it stood before the last call (the kernel's high-water mark, reset through /proc/self/clear_refs), with
 glibc returning every block above 64 KiB at once (MALLOC_MMAP_THRESHOLD_), so freed memory does not hide
-the next call's. PyTorch is left out if it is not installed.
+the next call's. For that last call uopc's memory planning is off (`realizer.share_memory`): a plan keeps
+its intermediates' storage from one run to the next, which would hide the memory a call needs.
+PyTorch is left out if it is not installed.
 
 A second table does the same for the forward and the backward pass together (the gradients of q, k and v
 from a given output gradient): the plain and online forms' backward is composed of tensor ops and keeps the
@@ -134,6 +136,10 @@ def child(form: str, length: int, repeats: int, backward: bool) -> dict[str, flo
         start = time.perf_counter()
         call()
         times.append(time.perf_counter() - start)
+    if form != "torch":  # the call's own arrays: plans keep their intermediates' storage between runs otherwise
+        from uopc.tensor.realize import realizer
+
+        realizer.share_memory = False
     before = resident_kib("VmRSS")
     Path("/proc/self/clear_refs").write_text("5")  # the peak starts again from here
     call()
