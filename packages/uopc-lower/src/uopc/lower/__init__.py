@@ -1,7 +1,8 @@
 """uopc.lower: from shaped graphs to kernels, and from kernels to ordered programs.
 
 rangeify lowers movement ops and reductions to loops over flat buffers, kernelize cuts a graph into the
-kernels of a plan, the opts reshape a kernel's loops, linearize orders a kernel into a linear program, and
+kernels of a plan, the opts reshape a kernel's loops (search.py times candidates on the machine),
+linearize orders a kernel into a linear program, and
 compile_plan walks a plan down to an executable with a backend's renderer, compiler and runtime. The stages
 are plain values (stages.py); the backend protocol (backend.py) says what a backend must provide, and the
 stage viewer (viewer.py) prints them all as one web page.
@@ -12,6 +13,7 @@ from uopc.lower.backend import (
     BackendNotFound,
     Compiler,
     Executable,
+    OptsStore,
     PlanStore,
     Renderer,
     Runtime,
@@ -22,6 +24,16 @@ from uopc.lower.linearize import LinearizeError, expand_reduces, linear_order, l
 from uopc.lower.opt import Opts, apply_opts, choose_opts
 from uopc.lower.pipeline import CompiledPlan, StageTimes, compile_plan, plan_key, restore_plan
 from uopc.lower.rangeify import LowerError, rangeify
+from uopc.lower.search import (
+    actions,
+    beam_search,
+    kernel_key,
+    measure_on,
+    opts_from_json,
+    opts_to_json,
+    time_kernel,
+    tuned_kernels,
+)
 from uopc.lower.stages import (
     Binary,
     BufferSpec,
@@ -53,6 +65,7 @@ __all__ = [
     "LowerError",
     "Manifest",
     "Opts",
+    "OptsStore",
     "Param",
     "Plan",
     "PlanCache",
@@ -64,20 +77,28 @@ __all__ = [
     "Source",
     "StageTimes",
     "Step",
+    "actions",
     "apply_opts",
+    "beam_search",
     "choose_opts",
     "compile_plan",
     "expand_reduces",
     "get_backend",
     "index_page",
+    "kernel_key",
     "kernel_params",
     "linear_order",
     "linearize",
     "make_plan",
     "materialized",
+    "measure_on",
     "normalize",
+    "opts_from_json",
+    "opts_to_json",
     "plan_key",
     "rangeify",
     "restore_plan",
     "stage_page",
+    "time_kernel",
+    "tuned_kernels",
 ]
