@@ -29,8 +29,6 @@ from uopc.lower.search import (
     beam_search,
     kernel_key,
     measure_on,
-    opts_from_json,
-    opts_to_json,
     time_kernel,
     tuned_kernels,
 )
@@ -93,8 +91,6 @@ __all__ = [
     "materialized",
     "measure_on",
     "normalize",
-    "opts_from_json",
-    "opts_to_json",
     "plan_key",
     "rangeify",
     "restore_plan",

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -44,26 +43,6 @@ def kernel_key(ast: UOp, code: str) -> str:
     """The name a kernel's searched opts are kept under: a digest of its graph's text and of the lowering
     code (`code`, pipeline.lowering_code), which gives the axis numbers of Opts their meaning."""
     return hashlib.sha256("\0".join(["opts", to_uir(ast), code]).encode()).hexdigest()
-
-
-def opts_to_json(opts: Opts) -> str:
-    return json.dumps({f.name: _plain(getattr(opts, f.name)) for f in dataclasses.fields(opts)})
-
-
-def _plain(value: object) -> object:
-    return [[k, v] for k, v in sorted(value.items())] if isinstance(value, dict) else value
-
-
-def opts_from_json(text: str) -> Opts:
-    """The opts `opts_to_json` wrote; a ValueError (or KeyError, TypeError) for anything else."""
-    d = json.loads(text)
-    vector = d["vector"]
-    return Opts(
-        upcast={int(a): int(n) for a, n in d["upcast"]},
-        unroll={int(a): int(n) for a, n in d["unroll"]},
-        thread=None if d["thread"] is None else int(d["thread"]),
-        vector=None if vector is None else (int(vector[0]), int(vector[1])),
-    )
 
 
 def actions(kernel: UOp, opts: Opts) -> list[Opts]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from uopc.backend.c.compiler import cached_file, cflags, compiler, compiler_identity, native_target, store_file
 from uopc.backend.c.store import backend_code
-from uopc.lower import Opts, opts_from_json, opts_to_json
+from uopc.lower import Opts
 
 PREFIX, SUFFIX = "opts-", ".json"
 
@@ -68,13 +68,13 @@ class COptsStore:
     """Searched opts by kernel key and machine, in the kernel cache."""
 
     def keep(self, key: str, opts: Opts) -> None:
-        store_file(choice_key(key, this_machine()), PREFIX, SUFFIX, opts_to_json(opts).encode())
+        store_file(choice_key(key, this_machine()), PREFIX, SUFFIX, opts.to_json().encode())
 
     def find(self, key: str) -> Opts | None:
         found = cached_file(choice_key(key, this_machine()), PREFIX, SUFFIX)
         if found is None:
             return None
         try:
-            return opts_from_json(found[1].decode())
+            return Opts.from_json(found[1].decode())
         except (ValueError, KeyError, TypeError, IndexError):  # not written by keep: a miss, searched again
             return None
