@@ -139,6 +139,8 @@ def _program(kernel: Kernel, opts: Opts, name: str) -> LinearProgram | None:
 def _built(backend: Backend, programs: Sequence[LinearProgram | None]) -> dict[int, tuple[Executable, int]]:
     """For each program that builds: its position -> the executable holding it, and its index there."""
     made = [(i, p) for i, p in enumerate(programs) if p is not None]
+    if not made:
+        return {}
     try:
         executable = _load(backend, [p for _, p in made])
         return {i: (executable, n) for n, (i, _) in enumerate(made)}
