@@ -219,7 +219,7 @@ def main() -> None:
     parser.add_argument("--out", type=output_file, help="also write the table (markdown) to this file")
     parser.add_argument("--no-ladder", action="store_true", help="only the layouts")
     parser.add_argument("--compare-unpacked", action="store_true", help="also time each layout without packing")
-    parser.add_argument("--beam", type=non_negative_int, default=2, help="beam width of the searched column (0: none; 2)")
+    parser.add_argument("--beam", type=non_negative_int, default=2, help="searched column's beam width (0: none)")
     args = parser.parse_args()
 
     header = HEADER + "\n" + "| --- " + "| ---: " * 7 + "|"
