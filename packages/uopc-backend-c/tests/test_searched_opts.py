@@ -4,6 +4,8 @@ kernel cache per kernel and machine, and used again without timing; a candidate 
 from __future__ import annotations
 
 import dataclasses
+import gc
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ import pytest
 from uopc.backend.c import (
     C_BACKEND,
     CExecutable,
+    CompileError,
     COptsStore,
     CPlanStore,
     CRenderer,
@@ -23,6 +26,7 @@ from uopc.backend.c import (
     choice_key,
     this_machine,
 )
+from uopc.backend.c.compiler import UNIT_BREAK, cflags, compile_units, compiler
 from uopc.ir import DType, UOp, dtypes
 from uopc.lower import (
     Backend,
@@ -186,3 +190,22 @@ def test_a_plan_kept_again_under_its_key_replaces_the_one_before(
             store.keep(key, plans[i].manifest, binaries[i])
         found = store.find(key)
         assert found is not None and found[1].key == binaries[order[-1]].key
+
+
+def test_a_failed_build_of_several_units_leaves_no_compiler_pipe_open(tmp_path: Path) -> None:
+    """A search builds one step's candidates as one source of several units, and one that gcc refuses
+    fails its unit: the compilers of the other units, done by then, must not leave their error pipes open.
+    Each unit here fails, the first (the longest part) last, after parsing thousands of functions."""
+    body = "void k{0}(float a[restrict static 1]) {{ a[0] = {0}; }}"
+    slow = "\n".join(["#error refused", *(body.format(i) for i in range(20_000))])
+    parts = ["#include <math.h>", slow, "#error refused too"]
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        try:
+            compile_units(tmp_path, f"\n{UNIT_BREAK}\n".join(parts), compiler(), cflags())
+        except CompileError as e:
+            assert "refused" in str(e)
+        else:
+            raise AssertionError("the unit with #error built")
+        gc.collect()
+    assert not [w for w in seen if issubclass(w.category, ResourceWarning)], [str(w.message) for w in seen]
