@@ -34,16 +34,11 @@ from typing import Any
 import numpy as np
 import stamp
 from arguments import non_negative_int, output_file, positive_int
+from profile_gpt import GPT_STEP_CODE, VOCABULARY
 from train_gpt import PRESETS
 
 ROOT = Path(__file__).resolve().parent.parent
-MEASURES: list[str | Path] = [
-    *(f"packages/{p}/src" for p in ("uopc-ir", "uopc-lower", "uopc-backend-c", "uopc-tensor")),
-    "scripts/gpt.py",
-    "scripts/train_gpt.py",
-    __file__,
-]
-VOCABULARY = 84  # the offline text's alphabet, as in profile_gpt.py
+MEASURES = [*GPT_STEP_CODE, __file__]
 FRAMEWORKS = ("uopc", "uopc-eager", "torch", "torch.compile", "tinygrad")
 # tinygrad's CPU device with its own x86 code generator. Its other code generators did not work on this
 # machine: the default writes C for clang, which is not installed (with gcc standing in, its kernels did not

@@ -33,7 +33,7 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
-from profile_gpt import kernel_timings
+from profile_gpt import GPT_STEP_CODE, VOCABULARY, kernel_timings
 from train_gpt import PRESETS, train_step
 
 from uopc.ir import Ops
@@ -42,13 +42,7 @@ from uopc.tensor import Tensor, realizer
 from uopc.tensor.optim import AdamW
 
 ROOT = Path(__file__).resolve().parent.parent
-MEASURES: list[str | Path] = [
-    *(f"packages/{p}/src" for p in ("uopc-ir", "uopc-lower", "uopc-backend-c", "uopc-tensor")),
-    "scripts/gpt.py",
-    "scripts/train_gpt.py",
-    __file__,
-]
-VOCABULARY = 84  # the offline text's alphabet, as in profile_gpt.py
+MEASURES = [*GPT_STEP_CODE, __file__]
 PHASE_COLOURS = {"forward": "tab:blue", "backward": "tab:orange", "optimizer": "tab:green"}
 KIND_MARKERS = {"elementwise": "s", "reduce": "o", "matmul-like": "D"}
 

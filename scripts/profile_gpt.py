@@ -35,12 +35,13 @@ from uopc.tensor import Tensor
 from uopc.tensor.optim import AdamW
 
 ROOT = Path(__file__).resolve().parent.parent
-MEASURES: list[str | Path] = [
+# the code a GPT step's numbers depend on; the scripts that time or draw a step add themselves
+GPT_STEP_CODE: list[str | Path] = [
     *(f"packages/{p}/src" for p in ("uopc-ir", "uopc-lower", "uopc-backend-c", "uopc-tensor")),
     "scripts/gpt.py",
     "scripts/train_gpt.py",
-    __file__,
 ]
+MEASURES = [*GPT_STEP_CODE, __file__]
 VOCABULARY = 84  # the offline text's alphabet; Karpathy's has 65, a difference of one small matrix
 # (part of the step, the function whose cumulative time it is: file suffix, function name)
 PARTS = [

@@ -141,3 +141,28 @@ def test_a_failed_framework_row_gives_the_error_line_not_the_caret_under_a_quote
     )
     assert compare.failure_reason(stderr, 1) == "RuntimeError: src:18:39: error: '%v3' defined with type 'float*'"
     assert compare.failure_reason("", 3) == "exit status 3"
+
+
+def test_the_roofline_counts_a_matmuls_work_and_traffic() -> None:
+    roofline = load("roofline_gpt")
+    rng = np.random.default_rng(5)
+    a, b = (Tensor(rng.standard_normal(shape).astype(np.float32)) for shape in [(6, 7), (7, 5)])
+    plan = step_plan((a @ b).realize)
+    programs = next(iter(realizer.compiled[plan].values())).programs
+    [i] = [i for i, s in enumerate(plan.steps) if programs[s.kernel].flops]
+    assert programs[plan.steps[i].kernel].flops == 2 * 6 * 7 * 5  # a multiply and an add per term
+    assert roofline.step_bytes(plan, i) == 4 * (6 * 7 + 7 * 5 + 6 * 5)  # both operands and the result, once
+
+
+def test_the_roofline_table_gives_each_kind_its_time_at_the_roof_and_the_share_reached() -> None:
+    roofline = load("roofline_gpt")
+    roofs = roofline.Roofs(compute=100.0, cache=50.0, memory=10.0)
+    # at the roof, 1e9 FLOPs take 10 ms (compute bound) and 1e8 bytes take 2 ms (bound by the cache's rate)
+    matmul = roofline.KernelRun("r_a", "matmul-like", "forward", flops=10**9, traffic=10**6, seconds=0.020)
+    scale = roofline.KernelRun("E_b", "elementwise", "optimizer", flops=10**6, traffic=10**8, seconds=0.008)
+    text = roofline.table([scale, matmul], roofs)
+    assert "| matmul-like | 1 | 20.00 | 10.000 | 50.0% |" in text
+    assert "| elementwise | 1 | 8.00 | 2.000 | 25.0% |" in text
+    assert "| reduce | 0 | 0.00 | 0.000 | 0.0% |" in text
+    assert "| whole step | 2 | 28.00 | 12.000 | 37.5% |" in text
+    assert text.index("`r_a`") < text.index("`E_b`")  # the slowest first

@@ -53,6 +53,8 @@ BAD_ARGUMENTS = [
     ("compare_gpt.py", ["--out", MISSING], "--out", "does not exist"),
     ("draw_gpt_plan.py", ["--preset", "huge"], "--preset", "invalid choice: 'huge'"),
     ("draw_gpt_plan.py", ["--out", MISSING], "--out", "does not exist"),
+    ("roofline_gpt.py", ["--runs", "0"], "--runs", "0 is less than 1"),
+    ("roofline_gpt.py", ["--out", MISSING], "--out", "does not exist"),
     ("bench_build.py", ["--kernels", "0"], "--kernels", "0 is less than 1"),
     ("bench_build.py", ["--repeats", "0"], "--repeats", "0 is less than 1"),
     ("bench_build.py", ["--out", MISSING], "--out", "does not exist"),

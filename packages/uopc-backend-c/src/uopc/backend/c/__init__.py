@@ -20,6 +20,7 @@ from uopc.backend.c.program import ArgumentError, Program, numpy_dtype
 from uopc.backend.c.render import (
     C_OPS,
     CRenderer,
+    KernelWriter,
     RenderError,
     batch_source,
     c_literal,
@@ -45,6 +46,7 @@ __all__ = [
     "CRuntime",
     "CacheError",
     "CompileError",
+    "KernelWriter",
     "Machine",
     "Program",
     "RenderError",

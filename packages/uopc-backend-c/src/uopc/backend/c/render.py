@@ -169,13 +169,12 @@ FMA_CALLS = {dtypes.float32: "fmaf", dtypes.float64: "fma"}  # one rounding; C h
 _WIDENED = (Ops.NEG, Ops.ADD, Ops.SUB, Ops.MUL)  # the ops whose result can leave a narrow integer type's range
 
 
-class _CWriter:
-    """Walks a linear program once, naming values and writing lines."""
+class KernelWriter:
+    """The walk both renderers share: each value's name or expression, the lines written so far, and for each
+    node the loop whose block holds it and the nodes that use it, which decide what is written inline.
+    `opens(r)` says whether a RANGE is a loop in the text (a GPU's thread and block axes are not)."""
 
-    def __init__(self, program: LinearProgram, vectorize_sums: bool = True) -> None:
-        self.strided, self.vectorize_sums = program.strided_axes, vectorize_sums
-        self.fuse = fused_products(program)
-        self.laned: dict[UOp, list[tuple[UOp, str]]] = {}  # a loop split into lanes -> its sums and their names
+    def __init__(self, uops: Sequence[UOp], opens: Callable[[UOp], bool] = lambda r: True) -> None:
         self.expr: dict[UOp, str] = {}
         self.lines: list[str] = []
         self.helpers: dict[str, str] = {}
@@ -185,16 +184,15 @@ class _CWriter:
         self.users: dict[UOp, list[UOp]] = {}
         self.inside: dict[UOp | None, list[UOp]] = {}  # loop -> the nodes of its own block
         open_loops: list[UOp] = []
-        for u in program.uops:
+        for u in uops:
             self.block[u] = open_loops[-1] if open_loops else None
             self.inside.setdefault(self.block[u], []).append(u)
-            if u.op is Ops.RANGE:
+            if u.op is Ops.RANGE and opens(u):
                 open_loops.append(u)
-            elif u.op is Ops.ENDRANGE:
+            elif u.op is Ops.ENDRANGE and opens(u.src[0]):
                 open_loops.pop()
             for s in u.src:
                 self.users.setdefault(s, []).append(u)
-        self.vectors = vector_values(program.uops)
 
     def fresh(self, prefix: str) -> str:
         n = self.counts.get(prefix, 0)
@@ -210,6 +208,17 @@ class _CWriter:
         users = self.users.get(u, [])
         reads_acc = any(s.op is Ops.DEFINE_ACC for s in u.src)
         return len(users) == 1 and self.block[users[0]] is self.block[u] and not reads_acc
+
+
+class _CWriter(KernelWriter):
+    """Walks a linear program once, naming values and writing lines."""
+
+    def __init__(self, program: LinearProgram, vectorize_sums: bool = True) -> None:
+        super().__init__(program.uops)
+        self.strided, self.vectorize_sums = program.strided_axes, vectorize_sums
+        self.fuse = fused_products(program)
+        self.laned: dict[UOp, list[tuple[UOp, str]]] = {}  # a loop split into lanes -> its sums and their names
+        self.vectors = vector_values(program.uops)
 
     def alu(self, u: UOp) -> str:
         operands = [self.expr[s] for s in u.src]

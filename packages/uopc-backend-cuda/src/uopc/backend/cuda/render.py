@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from uopc.backend.c import C_OPS, RenderError, c_literal, helper_body
+from uopc.backend.c import C_OPS, KernelWriter, RenderError, c_literal, helper_body
 from uopc.backend.cuda.launch import GPU_KINDS, GPUProgram
 from uopc.ir import AddrSpace, AxisType, DType, Ops, PtrDType, UOp, dtypes, vmin
 from uopc.lower import LinearProgram, Source, Step
@@ -99,44 +99,14 @@ def _shared(u: UOp) -> bool:
     return isinstance(u.dtype, PtrDType) and u.dtype.addrspace is AddrSpace.SHARED
 
 
-class _CUDAWriter:
+class _CUDAWriter(KernelWriter):
     """Walks one GPU program, naming values and writing lines: the C renderer's walk, for one thread."""
 
     def __init__(self, program: GPUProgram) -> None:
+        super().__init__(program.uops, lambda r: r.arg.kind not in GPU_KINDS)
         self.program = program
-        self.expr: dict[UOp, str] = {}
-        self.lines: list[str] = []
-        self.helpers: dict[str, str] = {}
-        self.counts: dict[str, int] = {}
-        self.depth = 1
         self.shared_used = True  # whether shared memory may have been touched since the last barrier
         self.products: dict[tuple[UOp, ...], str] = {}  # an mma instruction's sources -> its result array
-        self.block: dict[UOp, UOp | None] = {}
-        self.users: dict[UOp, list[UOp]] = {}
-        open_loops: list[UOp] = []
-        for u in program.uops:
-            self.block[u] = open_loops[-1] if open_loops else None
-            if u.op is Ops.RANGE and u.arg.kind not in GPU_KINDS:
-                open_loops.append(u)
-            elif u.op is Ops.ENDRANGE and u.src[0].arg.kind not in GPU_KINDS:
-                open_loops.pop()
-            for s in u.src:
-                self.users.setdefault(s, []).append(u)
-
-    def fresh(self, prefix: str) -> str:
-        n = self.counts.get(prefix, 0)
-        self.counts[prefix] = n + 1
-        return f"{prefix}{n}"
-
-    def line(self, text: str) -> None:
-        self.lines.append("  " * self.depth + text)
-
-    def inlined(self, u: UOp) -> bool:
-        """Whether u's expression is written where its one user is. Not if it reads an accumulator: it must
-        read the value the accumulator has where u is (before this iteration's update), not where its user is."""
-        users = self.users.get(u, [])
-        reads_acc = any(s.op is Ops.DEFINE_ACC for s in u.src)
-        return len(users) == 1 and self.block[users[0]] is self.block[u] and not reads_acc
 
     def value(self, u: UOp, text: str, prefix: str) -> None:
         if prefix == "alu" and self.inlined(u):
