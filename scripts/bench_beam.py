@@ -24,6 +24,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import stamp
@@ -37,7 +38,7 @@ from uopc.tensor import Tensor
 from uopc.tensor.optim import AdamW
 from uopc.tensor.realize import realizer
 
-MEASURES = [
+MEASURES: list[str | Path] = [
     *(f"packages/{p}/src" for p in ("uopc-ir", "uopc-lower", "uopc-backend-c", "uopc-tensor")),
     "scripts/gpt.py",
     "scripts/profile_gpt.py",
