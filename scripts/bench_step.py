@@ -52,12 +52,13 @@ def batches(model: str, n: int) -> list[Batch]:
     return [(t[:, :-1].copy(), t[:, 1:].copy()) for t in tokens]
 
 
-def uopc_step(model: str, captured: bool) -> Step:
+def uopc_train_step(model: str) -> Callable[[Any, Any], Any]:
+    """The model's training step in uopc, on tensors: forward, loss, backward, optimizer; returns the loss."""
     sys.path.append(os.path.dirname(__file__))
     from gpt import GPT as Gpt
     from gpt import Config
 
-    from uopc.tensor import Tensor, capture
+    from uopc.tensor import Tensor
     from uopc.tensor.nn import Linear, ReLU, Sequential
     from uopc.tensor.optim import Adam, AdamW
 
@@ -77,6 +78,13 @@ def uopc_step(model: str, captured: bool) -> Step:
         opt.step(loss)
         return loss
 
+    return step
+
+
+def uopc_step(model: str, captured: bool) -> Step:
+    from uopc.tensor import Tensor, capture
+
+    step = uopc_train_step(model)
     run = capture(step) if captured else step
     return lambda x, y: float(run(Tensor(x), Tensor(y)).item())
 
@@ -151,7 +159,20 @@ def child(model: str, who: str, steps: int, warmup: int, threads: int) -> dict[s
         start = time.perf_counter()
         step(x, y)
         times.append(time.perf_counter() - start)
-    return {"first_s": first, "median_ms": statistics.median(times) * 1e3, "min_ms": min(times) * 1e3}
+    result = {"first_s": first, "median_ms": statistics.median(times) * 1e3, "min_ms": min(times) * 1e3}
+    return result | (plan_memory_kib() if who != "torch" else {})
+
+
+def plan_memory_kib() -> dict[str, float]:
+    """KiB of the buffers the process's plans allocate beyond their inputs, summed over the plans: each
+    buffer its own (before memory planning) and with intermediates sharing storage (uopc.lower.plan_memory)."""
+    from uopc.lower import plan_memory
+    from uopc.tensor.realize import realizer
+
+    plans = list(realizer.memory)
+    separate = sum(plan_memory(p, share=False).nbytes(p.n_inputs) for p in plans)
+    shared = sum(plan_memory(p).nbytes(p.n_inputs) for p in plans)
+    return {"separate_kib": separate / 1024, "shared_kib": shared / 1024}
 
 
 def measure(model: str, who: str, args: argparse.Namespace, threads: int) -> dict[str, Any] | None:
@@ -171,16 +192,18 @@ def measure(model: str, who: str, args: argparse.Namespace, threads: int) -> dic
 
 def table(results: dict[tuple[str, str], dict[str, Any] | None]) -> str:
     head = "| step | run | first step (s) | steady, median (ms) | min (ms) | / PyTorch (median) | / PyTorch (min) |"
-    lines = [head, "| --- | --- |" + " ---: |" * 5]
+    head += " plan memory, KiB: separate / shared |"
+    lines = [head, "| --- | --- |" + " ---: |" * 6]
     names = {"mlp": "MLP 784-128-10, Adam, batch 128", "gpt": "GPT ctx 32, width 64, 2x4 heads, AdamW, batch 8"}
     for (model, who), r in results.items():
         if r is None:
-            lines.append(f"| {names[model]} | {who} | not installed | | | | |")
+            lines.append(f"| {names[model]} | {who} | not installed | | | | | |")
             continue
         peer = results.get((model, "torch"))
         ratios = [f"{r[k] / peer[k]:.2f}x" if peer else "n/a" for k in ("median_ms", "min_ms")]
         row = f"| {names[model]} | {who} | {r['first_s']:.2f} | {r['median_ms']:.2f} | {r['min_ms']:.2f} | "
-        lines.append(row + " | ".join(ratios) + " |")
+        memory = f"{r['separate_kib']:.0f} / {r['shared_kib']:.0f}" if "shared_kib" in r else ""
+        lines.append(row + " | ".join(ratios) + f" | {memory} |")
     return "\n".join(lines)
 
 
@@ -198,7 +221,9 @@ def main() -> None:
     results = {(model, who): measure(model, who, args, threads) for model, who in ROWS}
     header = (
         f"One training step, each row in a fresh process with an empty kernel cache, {threads} threads for uopc "
-        f"and PyTorch; steady: median of {args.steps} steps after {args.warmup} untimed ones."
+        f"and PyTorch; steady: median of {args.steps} steps after {args.warmup} untimed ones. Plan memory: the "
+        "buffers all the plans of the run allocate beyond their inputs, each its own or with intermediates "
+        "sharing storage as the memory plan says (the shared storage is allocated once per plan, not per step)."
     )
     text = f"{header}\n\n{table(results)}\n"
     print(text)

@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from uopc.tensor import Tensor, capture
 from uopc.tensor.optim import AdamW
+from uopc.tensor.realize import realizer
 
 sys.path.append(str(Path(__file__).resolve().parent.parent / "scripts"))
 from gpt import GPT, Config
@@ -46,3 +48,16 @@ def test_a_replayed_gpt_trains_as_the_eager_one_bit_for_bit() -> None:
     assert losses == eager_losses
     for got, want in zip(weights, eager_weights, strict=True):
         assert got.tobytes() == want.tobytes()
+
+
+def test_a_gpt_trains_the_same_with_and_without_memory_planning(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(realizer, "share_memory", False)
+    separate = train(captured=True, steps=5)
+    monkeypatch.setattr(realizer, "share_memory", True)
+    realizer.memory.clear()
+    planned = train(captured=True, steps=5)
+    assert planned[0] == separate[0]
+    for got, want in zip(planned[1], separate[1], strict=True):
+        assert got.tobytes() == want.tobytes()
+    step_plan = max(realizer.memory.items(), key=lambda item: len(item[0].steps))
+    assert len(step_plan[1].sizes) < len(step_plan[0].buffers)  # the step's plan did share storage

@@ -9,10 +9,22 @@ from typing import Any
 import numpy as np
 import pytest
 
-from uopc.backend.c import C_BACKEND, ArgumentError, CExecutable, CRenderer, RenderError, batch_source
+from uopc.backend.c import C_BACKEND, ArgumentError, CExecutable, CRenderer, RenderError, batch_source, program, runtime
 from uopc.backend.c.compiler import UNIT_BREAK
 from uopc.ir import UOp, dtypes
-from uopc.lower import Kernel, Step, compile_plan, get_backend, linearize, make_plan, normalize, rangeify
+from uopc.lower import (
+    BufferSpec,
+    Kernel,
+    Plan,
+    Step,
+    compile_plan,
+    get_backend,
+    linearize,
+    make_plan,
+    normalize,
+    plan_memory,
+    rangeify,
+)
 
 Build = Callable[[Sequence[Kernel], Sequence[Step]], CExecutable]
 
@@ -102,6 +114,78 @@ def test_plan_refuses_read_only_output_but_not_read_only_input(chain: CExecutabl
 def test_plan_refuses_too_few_buffers(chain: CExecutable) -> None:
     with pytest.raises(ArgumentError, match="uopc_plan takes 4 buffers, got 3"):
         chain.run(buffers()[:3])
+
+
+def test_a_binding_is_checked_once_and_only_its_changed_arrays_again(
+    chain: CExecutable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checked: list[list[str]] = []
+
+    def counted(fn: str, params: Sequence[Any], arrays: Sequence[Any], spans: Any = None) -> None:
+        checked.append([p.name for p in params])
+        program.check_arrays(fn, params, arrays, spans)
+
+    monkeypatch.setattr(runtime, "check_arrays", counted)
+    bufs = buffers()
+    chain.run(bufs)
+    chain.run(list(bufs))  # the same arrays in a new list: a replay's
+    bufs[0] = np.arange(6, dtype=np.float32) + 1  # a new input
+    chain.run(bufs)
+    assert checked == [["buffer 0", "buffer 1", "buffer 2", "buffer 3"], ["buffer 0"]]
+    np.testing.assert_array_equal(bufs[3], scale(scale(bufs[0])).reshape(2, 3).sum(1))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda bufs: bufs.__setitem__(2, np.zeros(6, np.float64)), "buffer 2 is dtype float64"),
+        (lambda bufs: bufs.__setitem__(2, bufs[1]), r"buffer 2 shares memory with buffer 1.* in use at once"),
+        (lambda bufs: setattr(bufs[1], "dtype", np.int32), "buffer 1 is dtype int32"),
+        (lambda bufs: setattr(bufs[2].flags, "writeable", False), "buffer 2 is read-only"),
+    ],
+)
+def test_a_bound_list_changed_afterwards_is_checked_again(
+    chain: CExecutable, change: Callable[[list[Any]], None], message: str
+) -> None:
+    bufs = buffers()
+    chain.run(bufs)
+    change(bufs)
+    bufs[3][:] = 0
+    with pytest.raises(ArgumentError, match=message):
+        chain.run(bufs)
+    assert not bufs[3].any()  # refused before any kernel ran
+
+
+def test_plan_buffers_whose_steps_do_not_overlap_may_share_memory(chain: CExecutable) -> None:
+    # buffer 1 is needed by steps 0-1, buffer 3 by step 2 and after: the output may live in buffer 1's memory
+    bufs = buffers()
+    bufs[3] = bufs[1][:2]
+    chain.run(bufs)
+    np.testing.assert_array_equal(bufs[3], scale(scale(bufs[0])).reshape(2, 3).sum(1))
+    assert [chain.spans[b] for b in range(4)] == [(-1, 0), (0, 1), (1, 2), (2, 3)]
+
+
+def test_an_input_read_late_may_not_share_memory_with_a_buffer_written_before(build_kernels: Build) -> None:
+    # x -> scale -> tmp -> scale -> out, then y -> scale -> out2: y holds the caller's data from the start
+    exe = build_kernels([SCALE], [Step(0, (0, 1)), Step(0, (1, 2)), Step(0, (3, 4))])
+    x, tmp, out, out2 = (np.zeros(6, np.float32) for _ in range(4))
+    with pytest.raises(ArgumentError, match=r"buffer 1 shares memory with buffer 3.* in use at once"):
+        exe.run([x, tmp, out, tmp, out2])  # y passed in tmp's array: step 0 would overwrite it
+
+
+def test_the_runtime_accepts_the_memory_plan_of_a_plan_with_a_buffer_written_and_never_read(
+    build_kernels: Build,
+) -> None:
+    # buffer 1 is written and never read (a result nobody asked for); buffer 2 is read by the last step
+    steps = (Step(0, (0, 1)), Step(0, (0, 2)), Step(0, (2, 3)))
+    exe = build_kernels([SCALE], steps)
+    plan = Plan(steps, (BufferSpec(dtypes.float32, 6),) * 4, 1, (3,), make_kernels=tuple)
+    memory = plan_memory(plan)
+    storage: dict[int, Any] = {}
+    x = np.arange(6, dtype=np.float32)
+    arrays = [x, *(storage.setdefault(memory.slot[b], np.zeros(6, np.float32)) for b in range(1, 4))]
+    exe.run(arrays)
+    np.testing.assert_array_equal(arrays[3], scale(scale(x)))
 
 
 def test_run_kernel_checks_its_parameters(chain: CExecutable) -> None:

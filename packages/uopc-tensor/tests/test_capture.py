@@ -17,6 +17,7 @@ from uopc.lower import normalize
 from uopc.tensor import Tensor, TensorError, capture
 from uopc.tensor.nn import Dropout, Linear, ReLU, Sequential
 from uopc.tensor.optim import Adam
+from uopc.tensor.realize import realizer
 
 Step = Callable[[Tensor, Tensor], Tensor]
 
@@ -62,6 +63,36 @@ def test_replayed_training_matches_the_eager_loop_bit_for_bit() -> None:
     for got, want in zip(weights, eager_weights, strict=True):
         assert got.tobytes() == want.tobytes()
     assert losses[-1] < losses[0]  # it trains: the comparison is not between two frozen loops
+
+
+def test_memory_planning_changes_no_value_of_a_captured_training_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(realizer, "share_memory", False)
+    separate_losses, separate_weights = train(captured=True, steps=6)
+    monkeypatch.setattr(realizer, "share_memory", True)
+    realizer.memory.clear()
+    losses, weights = train(captured=True, steps=6)
+    assert losses == separate_losses
+    for got, want in zip(weights, separate_weights, strict=True):
+        assert got.tobytes() == want.tobytes()
+    shared = [plan for plan, memory in realizer.memory.items() if len(memory.sizes) < len(plan.buffers)]
+    assert shared  # some plan of the step did share storage between intermediates
+
+
+def test_a_plan_run_again_allocates_only_its_outputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    x = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+    ((x.exp().sum(1, keepdim=True) * x).softmax(1) + 1).numpy()  # compiles the plan, allocates its scratch
+    allocated: list[int] = []
+    allocate = CRuntime.allocate
+
+    def counted(self: CRuntime, dtype: Any, size: int) -> Any:
+        allocated.append(size)
+        return allocate(self, dtype, size)
+
+    monkeypatch.setattr(CRuntime, "allocate", counted)
+    y = Tensor(np.ones((3, 4), np.float32))
+    got = ((y.exp().sum(1, keepdim=True) * y).softmax(1) + 1).numpy()
+    assert allocated == [12]  # the output; the intermediates' storage is the plan's, kept from its first run
+    np.testing.assert_allclose(got, np.full((3, 4), 1.25), rtol=1e-6)
 
 
 def test_a_replay_builds_no_graph_and_allocates_nothing(monkeypatch: pytest.MonkeyPatch) -> None:

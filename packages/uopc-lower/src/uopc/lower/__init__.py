@@ -21,6 +21,7 @@ from uopc.lower.backend import (
 )
 from uopc.lower.kernelize import PlanCache, make_plan, materialized, normalize
 from uopc.lower.linearize import LinearizeError, expand_reduces, linear_order, linearize
+from uopc.lower.memory import MemoryPlan, plan_memory, step_spans
 from uopc.lower.opt import Opts, apply_opts, choose_opts
 from uopc.lower.pipeline import CompiledPlan, StageTimes, compile_plan, plan_key, restore_plan
 from uopc.lower.rangeify import LowerError, rangeify
@@ -62,6 +63,7 @@ __all__ = [
     "LinearizeError",
     "LowerError",
     "Manifest",
+    "MemoryPlan",
     "Opts",
     "OptsStore",
     "Param",
@@ -92,9 +94,11 @@ __all__ = [
     "measure_on",
     "normalize",
     "plan_key",
+    "plan_memory",
     "rangeify",
     "restore_plan",
     "stage_page",
+    "step_spans",
     "time_kernel",
     "tuned_kernels",
 ]

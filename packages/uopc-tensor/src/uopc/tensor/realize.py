@@ -20,6 +20,7 @@ from uopc.ir import BufferArg, DType, Ops, UOp
 from uopc.lower import (
     Backend,
     CompiledPlan,
+    MemoryPlan,
     Plan,
     PlanCache,
     RealizeRecord,
@@ -27,6 +28,7 @@ from uopc.lower import (
     get_backend,
     normalize,
     plan_key,
+    plan_memory,
     restore_plan,
 )
 from uopc.tensor.autodiff import CustomGradient
@@ -84,6 +86,10 @@ class Realizer:
     - `pages`: with VIZ=1, the folder of this process's stage viewer pages and their titles (viz.py); kept
       for the whole process, so that its index lists every page.
     - `recording`: while capture.py records a call of a step, what that call launched; None otherwise.
+    - `memory`: plan -> its memory plan (uopc.lower.plan_memory: which intermediates share storage), and
+      `scratch`: plan -> device -> that storage, allocated at the plan's first run and used by every later
+      one (intermediates hold nothing between runs). Weak by plan, as `compiled` is. `share_memory` off
+      gives every buffer its own new array at every run, as before memory planning (to compare).
     """
 
     def __init__(self) -> None:
@@ -97,6 +103,9 @@ class Realizer:
         self.custom_gradients: weakref.WeakKeyDictionary[UOp, CustomGradient] = weakref.WeakKeyDictionary()
         self.pages = StagePages()
         self.recording: Recording | None = None
+        self.memory: weakref.WeakKeyDictionary[Plan, MemoryPlan] = weakref.WeakKeyDictionary()
+        self.scratch: weakref.WeakKeyDictionary[Plan, dict[str, dict[int, Any]]] = weakref.WeakKeyDictionary()
+        self.share_memory = True
         self._buffer_ids = itertools.count()
 
     def new_buffer(self, data: Any, dtype: DType) -> UOp:
@@ -133,6 +142,27 @@ class Realizer:
         compiled = on_device[backend.name] = compile_plan(plan, backend, key, beam if opt else None)
         self._count(compiled)
         return plan, compiled, True
+
+    def plan_arrays(self, plan: Plan, backend: Backend, inputs: list[Any]) -> list[Any]:
+        """The arrays one run of `plan` uses: the inputs', a new one for each output (it outlives the run),
+        and the intermediates' storage, shared as the plan's memory plan says and kept for its next run."""
+        if not self.share_memory:
+            return inputs + [backend.runtime.allocate(b.dtype, b.size) for b in plan.buffers[plan.n_inputs :]]
+        memory = self.memory.get(plan)
+        if memory is None:
+            memory = self.memory[plan] = plan_memory(plan)
+        kept = self.scratch.setdefault(plan, {}).setdefault(backend.name, {})
+        results = set(plan.outputs)
+        arrays = list(inputs)
+        for b in range(plan.n_inputs, len(plan.buffers)):
+            spec, slot = plan.buffers[b], memory.slot[b]
+            if b in results:
+                arrays.append(backend.runtime.allocate(spec.dtype, spec.size))
+                continue
+            if slot not in kept:
+                kept[slot] = backend.runtime.allocate(spec.dtype, spec.size)
+            arrays.append(kept[slot])
+        return arrays
 
     def _count(self, compiled: CompiledPlan) -> None:
         for stage, seconds in vars(compiled.times).items():
@@ -194,8 +224,7 @@ def realize(roots: Sequence[UOp], device: str) -> list[UOp]:
     realizer.seconds["schedule"] += planned
     if new and debug_level() >= 4:
         print(compiled.source.text)
-    buffers = [realizer.buffers[b] for b in inputs]
-    buffers += [backend.runtime.allocate(spec.dtype, spec.size) for spec in plan.buffers[plan.n_inputs :]]
+    buffers = realizer.plan_arrays(plan, backend, [realizer.buffers[b] for b in inputs])
     running = time.perf_counter()
     page = viz_on() and new  # a page per plan: a plan compiled before would show the same stages again
     run_seconds: tuple[float, ...] = ()

@@ -64,8 +64,12 @@ def parse_signature(source: str, name: str) -> list[CParam]:
     return params
 
 
-def check_arrays(fn: str, params: Sequence[CParam], arrays: Sequence[Any]) -> None:
-    """Raise ArgumentError unless each array matches its parameter exactly."""
+def check_arrays(
+    fn: str, params: Sequence[CParam], arrays: Sequence[Any], spans: Sequence[tuple[int, int]] | None = None
+) -> None:
+    """Raise ArgumentError unless each array matches its parameter exactly, and no array a kernel writes
+    shares memory with another, unless `spans` (a plan's: the first and last step that uses each) say
+    the two are never in use at the same time."""
     if len(arrays) != len(params):
         raise ArgumentError(f"{fn} takes {len(params)} arrays ({', '.join(p.name for p in params)}), got {len(arrays)}")
     for p, a in zip(params, arrays, strict=True):
@@ -84,25 +88,37 @@ def check_arrays(fn: str, params: Sequence[CParam], arrays: Sequence[Any]) -> No
             problem = "read-only, but the kernel writes it"
         if problem:
             raise ArgumentError(f"{fn}: {p.name} is {problem}")
-    _check_no_overlap(fn, params, arrays)
+    _check_no_overlap(fn, params, arrays, spans)
 
 
-def _check_no_overlap(fn: str, params: Sequence[CParam], arrays: Sequence[Any]) -> None:
+def _check_no_overlap(
+    fn: str, params: Sequence[CParam], arrays: Sequence[Any], spans: Sequence[tuple[int, int]] | None
+) -> None:
     """Parameters are declared restrict: an array a kernel writes must share no memory with another one.
 
     The arrays are contiguous, so each is one address range; sorted by start, a range can only overlap the
     ones that start before it ends."""
-    spans = sorted((a.ctypes.data, a.ctypes.data + a.nbytes, i) for i, a in enumerate(arrays))
-    for n, (_, end, i) in enumerate(spans):
-        for start, _, j in spans[n + 1 :]:
+    ranges = sorted((a.ctypes.data, a.ctypes.data + a.nbytes, i) for i, a in enumerate(arrays))
+    for n, (_, end, i) in enumerate(ranges):
+        for start, _, j in ranges[n + 1 :]:
             if start >= end:
                 break
-            p, q = params[i], params[j]
-            if not (p.const and q.const):
-                written, other = (p, q) if not p.const else (q, p)
-                raise ArgumentError(
-                    f"{fn}: {written.name} shares memory with {other.name}, but the kernel writes {written.name}"
-                )
+            check_sharing(fn, params[i], params[j], None if spans is None else (spans[i], spans[j]))
+
+
+def check_sharing(fn: str, p: CParam, q: CParam, spans: tuple[tuple[int, int], tuple[int, int]] | None) -> None:
+    """Raise ArgumentError: the arrays for p and q share memory, which is allowed only if neither is written,
+    or if they are buffers of a plan whose `spans` (the steps that need each one's value) do not overlap: a
+    memory plan made them share, no step sees both, and neither is written while the other's value is needed."""
+    if p.const and q.const:
+        return
+    if spans is not None and (spans[0][1] < spans[1][0] or spans[1][1] < spans[0][0]):
+        return
+    written, other = (p, q) if not p.const else (q, p)
+    used = f"; both are in use at once (steps {spans[0]} and {spans[1]})" if spans is not None else ""
+    raise ArgumentError(
+        f"{fn}: {written.name} shares memory with {other.name}, but the kernel writes {written.name}{used}"
+    )
 
 
 def _shorten_openmp_spin() -> None:
