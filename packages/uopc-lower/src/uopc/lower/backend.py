@@ -5,6 +5,10 @@ are the backend's, and it supplies nothing else:
 
     LinearPrograms --Renderer.render--> Source --Compiler.compile--> Binary --Runtime.load--> Executable
 
+A backend whose renderer and compiler can also pass the source in parts (PartsRenderer, PartsCompiler)
+gets the programs one by one instead, as the driver makes them: its compiler builds the first parts while
+later kernels are still being linearized, and the values are the same.
+
 The runtime also owns the backend's memory: it allocates buffers and copies numpy arrays in and out. Each
 part gets plain values and returns plain values; none of them calls back into lowering. A backend registers
 a `Backend` of its three parts under the entry-point group `uopc.backends` (the C backend as `C`), so that
@@ -14,10 +18,10 @@ the Tensor library can choose one by name (`DEVICE=C`) without importing any bac
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from uopc.ir import DType, UopcError
 from uopc.lower.opt import Opts
@@ -36,6 +40,23 @@ class Compiler(Protocol):
 
     def compile(self, source: Source) -> Binary:
         """The binary built from `source`, from the cache when it is there."""
+
+
+@runtime_checkable
+class PartsRenderer(Renderer, Protocol):
+    """A renderer that can also hand out a plan's source in parts, as the programs arrive."""
+
+    def render_parts(self, programs: Iterable[LinearProgram], steps: Sequence[Step]) -> Iterator[Source]:
+        """`render`'s source in parts that compile apart, each yielded as soon as the programs it needs
+        have arrived from `programs` (which the driver linearizes meanwhile)."""
+
+
+@runtime_checkable
+class PartsCompiler(Compiler, Protocol):
+    """A compiler that can start building before the whole source is written (a PartsRenderer's parts)."""
+
+    def compile_parts(self, parts: Iterable[Source]) -> Binary:
+        """The binary of the source that `parts` make, as `compile` would build it; it takes every part."""
 
 
 class Executable(Protocol):
