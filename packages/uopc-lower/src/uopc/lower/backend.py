@@ -24,6 +24,7 @@ from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
 
 from uopc.ir import DType, UopcError
+from uopc.lower.opt import Opts
 from uopc.lower.stages import Binary, Kernel, LinearProgram, Manifest, Source, Step
 
 
@@ -100,6 +101,18 @@ class PlanStore(Protocol):
         """The binary loaded, ready to run the manifest's steps (no programs needed)."""
 
 
+class OptsStore(Protocol):
+    """Opts found by search (search.py), kept between processes by kernel key (search.kernel_key). The store
+    adds the machine to the key (its CPU, its thread count, the compiler and its flags): a choice measured
+    on one machine is not used on another."""
+
+    def keep(self, key: str, opts: Opts) -> None:
+        """Remember that the kernel with this key runs fastest here with `opts`."""
+
+    def find(self, key: str) -> Opts | None:
+        """The opts kept under `key` on this machine, if any."""
+
+
 @dataclass(frozen=True)
 class Backend:
     """A backend is its three parts, under a name, and optionally a plan store for warm starts. A backend
@@ -107,7 +120,8 @@ class Backend:
     LinearProgram (a GPU maps loops onto threads); without one, the driver applies the kernel's opts and
     linearizes, once per distinct kernel. A backend that `packs_matmuls` gets plans in which large matmuls
     read copies of their operands packed for a CPU's caches and vector registers (pack.py); a GPU tiles
-    matmuls its own way, through shared memory."""
+    matmuls its own way, through shared memory. A backend with an `opts_store` gets each kernel with the
+    opts a search found for it on this machine (search.py), wherever one was kept."""
 
     name: str
     renderer: Renderer
@@ -116,6 +130,7 @@ class Backend:
     store: PlanStore | None = None
     linearize: Callable[[Kernel], LinearProgram] | None = None
     packs_matmuls: bool = False
+    opts_store: OptsStore | None = None
 
 
 class BackendNotFound(UopcError, LookupError):

@@ -31,6 +31,7 @@ from uopc.lower.kernelize import make_plan
 from uopc.lower.linearize import linearize, linearize_optimized
 from uopc.lower.opt import apply_opts
 from uopc.lower.rangeify import LowerError
+from uopc.lower.search import tuned_kernels
 from uopc.lower.stages import Binary, Kernel, LinearProgram, Manifest, Plan, Source
 
 T = TypeVar("T")
@@ -39,14 +40,15 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class StageTimes:
     """Seconds each arrow of compile_plan took, for the whole plan (opts: applying the kernels' opts, the
-    first half of linearize). A plan restored from a plan store spent only `compile` (finding its binary)
-    and `load`."""
+    first half of linearize; search: finding the kernels' searched opts, and searching for them, search.py).
+    A plan restored from a plan store spent only `compile` (finding its binary) and `load`."""
 
     opts: float
     linearize: float
     render: float
     compile: float
     load: float
+    search: float = 0.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -72,14 +74,21 @@ class CompiledPlan:
         return self.make_source(self.programs)
 
 
-def compile_plan(plan: Plan, backend: Backend, key: str | None = None) -> CompiledPlan:
+def compile_plan(plan: Plan, backend: Backend, key: str | None = None, beam: int | None = None) -> CompiledPlan:
     """Linearize every kernel of `plan` (as `backend` linearizes, if it brings its own arrow), then render,
     compile and load them with `backend`'s three parts; with a `key` (plan_key) and a backend that has a plan
     store, keep the result there for a warm start. A backend that takes its source in parts gets each
-    program as soon as it is made, so that its compiler works while later kernels are linearized."""
+    program as soon as it is made, so that its compiler works while later kernels are linearized. With
+    `beam` (0 or more), each kernel runs with the opts the backend's opts store keeps for it on this
+    machine, and with a `beam` of 1 or more, a kernel that has none gets them by a search of that width
+    (search.py); without it, with the opts the plan chose."""
     clock = _Clock("compile")
+    kernels = plan.kernels
+    if beam is not None and backend.linearize is None:  # a backend's own arrow chooses its own opts
+        with clock.stage("search"):
+            kernels = tuned_kernels(kernels, backend, beam, lowering_code())
     made: list[LinearProgram] = []
-    programs = _linear_programs(plan.kernels, backend, clock, made)
+    programs = _linear_programs(kernels, backend, clock, made)
     renderer, compiler = backend.renderer, backend.compiler
     if isinstance(renderer, PartsRenderer) and isinstance(compiler, PartsCompiler):
         binary = compiler.compile_parts(_timed(renderer.render_parts(programs, plan.steps), "render", clock))
@@ -218,9 +227,15 @@ def restore_plan(graph: UOp, opt: bool, backend: Backend, key: str) -> tuple[Pla
         binary,
         executable,
         times,
-        lambda: tuple(linearize(k) for k in plan.kernels),
+        lambda: tuple(linearize(k) for k in _with_stored_opts(plan.kernels, opt, backend)),
         lambda programs: backend.renderer.render(programs, plan.steps),
     )
+
+
+def _with_stored_opts(kernels: tuple[Kernel, ...], opt: bool, backend: Backend) -> tuple[Kernel, ...]:
+    """The kernels of a restored plan with the opts its binary was built with: those the opts store keeps,
+    where it keeps some, as compile_plan chose them (unless the plan was built before they were found)."""
+    return tuned_kernels(kernels, backend, 0, lowering_code()) if opt else kernels
 
 
 def _kernels_again(graph: UOp, opt: bool, pack: bool, manifest: Manifest) -> tuple[Kernel, ...]:

@@ -303,6 +303,8 @@ def _run_all(commands: list[tuple[list[str], str]], folder: Path, deadline: floa
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)
                 process.communicate()
+            elif process.stderr is not None:  # done, but not waited for when another one failed first
+                process.stderr.close()
 
 
 def _too_long(cmd: list[str], text: str) -> str:
