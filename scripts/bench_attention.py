@@ -7,13 +7,19 @@ runs in a fresh child process (this script, run again): a warm-up call (which co
 calls; the table gives the median. Peak memory is how far the process's resident memory rose above where
 it stood before the last call (the kernel's high-water mark, reset through /proc/self/clear_refs), with
 glibc returning every block above 64 KiB at once (MALLOC_MMAP_THRESHOLD_), so freed memory does not hide
-the next call's. PyTorch is left out if it is not installed.
+the next call's. For that last call uopc's memory planning is off (`realizer.share_memory`): a plan keeps
+its intermediates' storage from one run to the next, which would hide the memory a call needs.
+PyTorch is left out if it is not installed.
 
-A second table times a training step (forward, backward, AdamW) of the GPT that `hatch run gpt` trains
+A second table does the same for the forward and the backward pass together (the gradients of q, k and v
+from a given output gradient): the plain and online forms' backward is composed of tensor ops and keeps the
+probability matrix, the tiled form's is two kernels (FlashAttention-2's), PyTorch's is its own.
+
+A third table times a training step (forward, backward, AdamW) of the GPT that `hatch run gpt` trains
 (scripts/gpt.py, its default size, on random characters) with each of uopc's three kernels in its attention.
 
     python scripts/bench_attention.py                                  # 128 .. 4096
-    python scripts/bench_attention.py --lengths 128 512 --repeats 3 --gpt-steps 0
+    python scripts/bench_attention.py --lengths 128 512 --repeats 3 --gpt-steps 0 --no-backward
     python scripts/bench_attention.py --out docs/outputs/bench_attention.txt
 """
 
@@ -63,6 +69,33 @@ def attention_call(form: str, length: int) -> Callable[[], object]:
     return lambda: uq.scaled_dot_product_attention(uk, uv, is_causal=True, kernel=form).numpy()
 
 
+def attention_grad_call(form: str, length: int) -> Callable[[], object]:
+    """The forward and backward pass of one causal attention: d q, d k and d v of sum(out * d_out), computed."""
+    rng = np.random.default_rng(length)
+    q, k, v, d_out = (rng.standard_normal((1, length, DIM)).astype(np.float32) for _ in range(4))
+    if form == "torch":
+        import torch
+
+        torch.set_num_threads(stamp.thread_count())
+
+        def torch_step() -> object:
+            tq, tk, tv = (torch.from_numpy(a).requires_grad_() for a in (q, k, v))
+            out = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=True)
+            out.backward(torch.from_numpy(d_out))
+            return [t.grad.numpy() for t in (tq, tk, tv) if t.grad is not None]
+
+        return torch_step
+    from uopc.tensor import Tensor
+
+    def step() -> object:
+        uq, uk, uv = (Tensor(a, requires_grad=True) for a in (q, k, v))
+        out = uq.scaled_dot_product_attention(uk, uv, is_causal=True, kernel=form)
+        (out * Tensor(d_out)).sum().backward()
+        return [t.grad.numpy() for t in (uq, uk, uv) if t.grad is not None]
+
+    return step
+
+
 def gpt_step_call(form: str) -> Callable[[], object]:
     """One training step of the default GPT (train_gpt.py's "small" preset) with `form` in every attention."""
     from gpt import GPT, Config
@@ -90,8 +123,11 @@ def gpt_step_call(form: str) -> Callable[[], object]:
     return step
 
 
-def child(form: str, length: int, repeats: int) -> dict[str, float]:
-    call = gpt_step_call(form) if length == 0 else attention_call(form, length)
+def child(form: str, length: int, repeats: int, backward: bool) -> dict[str, float]:
+    if length == 0:
+        call = gpt_step_call(form)
+    else:
+        call = attention_grad_call(form, length) if backward else attention_call(form, length)
     start = time.perf_counter()
     call()
     first = time.perf_counter() - start
@@ -100,6 +136,10 @@ def child(form: str, length: int, repeats: int) -> dict[str, float]:
         start = time.perf_counter()
         call()
         times.append(time.perf_counter() - start)
+    if form != "torch":  # the call's own arrays: plans keep their intermediates' storage between runs otherwise
+        from uopc.tensor.realize import realizer
+
+        realizer.share_memory = False
     before = resident_kib("VmRSS")
     Path("/proc/self/clear_refs").write_text("5")  # the peak starts again from here
     call()
@@ -107,12 +147,12 @@ def child(form: str, length: int, repeats: int) -> dict[str, float]:
     return {"first_s": first, "median_ms": statistics.median(times) * 1e3, "peak_mib": max(peak, 0) / 1024}
 
 
-def measure(form: str, length: int, repeats: int) -> dict[str, float]:
+def measure(form: str, length: int, repeats: int, backward: bool = False) -> dict[str, float]:
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
-    argv = [sys.executable, __file__, "--child", form, str(length), str(repeats)]
+    argv = [sys.executable, __file__, "--child", form, str(length), str(repeats), str(int(backward))]
     done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"{form} at length {length} failed:\n{done.stderr[-3000:]}")
+        raise RuntimeError(f"{form} at length {length} (backward: {backward}) failed:\n{done.stderr[-3000:]}")
     result: dict[str, float] = json.loads(done.stdout.splitlines()[-1])
     return result
 
@@ -131,13 +171,14 @@ def table(results: dict[tuple[str, int], dict[str, float]], forms: list[str], le
 
 def main() -> None:
     if sys.argv[1:2] == ["--child"]:
-        form, length, repeats = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-        print(json.dumps(child(form, length, repeats)))
+        form, length, repeats, backward = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1"
+        print(json.dumps(child(form, length, repeats, backward)))
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lengths", type=positive_int, nargs="+", default=[128, 256, 512, 1024, 2048, 4096])
     parser.add_argument("--repeats", type=positive_int, default=5, help="timed calls after the warm-up (default 5)")
     parser.add_argument("--gpt-steps", type=non_negative_int, default=10, help="timed GPT steps (10; 0: none)")
+    parser.add_argument("--no-backward", action="store_true", help="leave out the forward-and-backward table")
     parser.add_argument("--out", type=output_file, help="also write the table (markdown) to this file")
     args = parser.parse_args()
     forms = [f for f in FORMS if f != "torch" or importlib.util.find_spec("torch") is not None]
@@ -151,6 +192,16 @@ def main() -> None:
         f"warm-up, and the peak rise of resident memory during one call; {stamp.thread_count()} threads"
     )
     text = f"{header}\n\n{table(results, forms, args.lengths)}\n"
+    if not args.no_backward:
+        both = {}
+        for n in args.lengths:
+            for form in forms:
+                both[form, n] = measure(form, n, args.repeats, backward=True)
+                print(f"length {n:5d}  {form:6s}  {both[form, n]['median_ms']:9.1f} ms (+ backward)", file=sys.stderr)
+        text += (
+            "\nThe same, forward and backward pass (the gradients of q, k and v; the tiled form's backward is "
+            f"its two kernels, the others' keep the probabilities)\n\n{table(both, forms, args.lengths)}\n"
+        )
     if args.gpt_steps:
         steps = {form: measure(form, 0, args.gpt_steps) for form in FORMS[:3]}
         rows = [f"| {form} | {r['median_ms']:.1f} |" for form, r in steps.items()]

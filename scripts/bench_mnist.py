@@ -1,9 +1,9 @@
 """Benchmark one MNIST training step: uopc against PyTorch on the CPU, measured in the same run.
 
-The models, batch size and optimizer are those of scripts/train_mnist.py (the 784-256-10 MLP and the CNN
-with 8 and 16 channels, AdamW, batch 128). Reports the median time of a training step after warm-up in each
-framework, and, for the MLP, uopc's first step (which builds its kernels) in a fresh process with an empty
-kernel cache and again with a warm one.
+The models, batch size and optimizer are those of scripts/train_mnist.py (the 784-256-10 MLP and its
+default CNN: 16 and 32 channels and a hidden layer of 128, AdamW, batch 128). Reports the median time of
+a training step after warm-up in each framework, and, for the MLP, uopc's first step (which builds its
+kernels) in a fresh process with an empty kernel cache and again with a warm one.
 
     python scripts/bench_mnist.py --steps 50
 """
@@ -24,9 +24,11 @@ from typing import Any
 import numpy as np
 import stamp
 from arguments import non_negative_int, output_file, positive_int
-from train_mnist import cnn
+from search_cnn import torch_cnn
+from train_mnist import DEFAULTS, cnn
 
-BATCH, HIDDEN, CHANNELS = 128, 256, 8
+BATCH, HIDDEN = 128, 256
+CHANNELS, CNN_HIDDEN = int(DEFAULTS["cnn"]["channels"]), int(DEFAULTS["cnn"]["hidden"])
 MEASURES = ["uopc-ir", "uopc-lower", "uopc-backend-c", "uopc-tensor"]  # the packages a step runs
 
 
@@ -65,7 +67,7 @@ def uopc_cnn_step_fn(x: np.ndarray[Any, Any], y: np.ndarray[Any, Any]) -> Callab
     from uopc.tensor.optim import AdamW
 
     Tensor.manual_seed(0)
-    model = cnn(CHANNELS)
+    model = cnn(CHANNELS, CNN_HIDDEN)
     opt = AdamW(model.parameters(), lr=1e-3)
 
     def step() -> None:
@@ -84,17 +86,7 @@ def torch_model(kind: str) -> Any:
     nn = torch.nn
     if kind == "mlp":
         return nn.Sequential(nn.Linear(784, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, 10))
-    c = CHANNELS
-    return nn.Sequential(
-        nn.Conv2d(1, c, 3, padding=1),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(c, 2 * c, 3, padding=1),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Flatten(),
-        nn.Linear(2 * c * 7 * 7, 10),
-    )
+    return torch_cnn(CHANNELS, CNN_HIDDEN)
 
 
 def torch_step_fn(x: np.ndarray[Any, Any], y: np.ndarray[Any, Any], kind: str) -> Callable[[], None] | None:
@@ -173,7 +165,8 @@ def main() -> None:
     rows += step_rows("", uopc_step_fn(x, y), torch_step_fn(x, y, "mlp"), args)
     rows += step_rows("CNN: ", uopc_cnn_step_fn(x, y), torch_step_fn(x, y, "cnn"), args)
     lines = [
-        f"MNIST MLP 784-{HIDDEN}-10 and CNN ({CHANNELS} and {2 * CHANNELS} channels), AdamW, batch {BATCH}, "
+        f"MNIST MLP 784-{HIDDEN}-10 and CNN ({CHANNELS} and {2 * CHANNELS} channels, hidden {CNN_HIDDEN}), AdamW, "
+        f"batch {BATCH}, "
         f"{os.cpu_count()} CPUs",
         "",
         "| measurement | ms |",

@@ -151,7 +151,8 @@ def result_figures(result: str | None) -> list[tuple[str, str]]:
 def model_name(settings: argparse.Namespace) -> str:
     if settings.model == "mlp":
         return f"784-{settings.hidden}-10 MLP"
-    return f"CNN (3x3 convolutions of {settings.channels} and {2 * settings.channels} channels)"
+    head = f", a hidden layer of {settings.hidden}" if settings.hidden else ""
+    return f"CNN (3x3 convolutions of {settings.channels} and {2 * settings.channels} channels{head})"
 
 
 def summary(losses: npt.NDArray[np.float64], settings: argparse.Namespace, window: int, result: str | None) -> str:

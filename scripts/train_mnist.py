@@ -2,7 +2,7 @@
 
     python scripts/train_mnist.py                      # 784-256-10 MLP, AdamW, 4 epochs
     python scripts/train_mnist.py --epochs 1 --checkpoint mlp.safetensors
-    python scripts/train_mnist.py --model cnn          # two 3x3 convolutions and a linear layer, 2 epochs
+    python scripts/train_mnist.py --model cnn          # two 3x3 convolutions and two linear layers, 2 epochs
 
 Prints a progress bar with the loss and throughput, then the test accuracy and the time per step. Every
 step after the first reuses one compiled plan, and from the fourth on the step is a replay of its kernels
@@ -39,9 +39,12 @@ class MLP(Module):
         return self.l2(self.l1(x).relu())
 
 
-def cnn(channels: int) -> Sequential:
+def cnn(channels: int, hidden: int = 0) -> Sequential:
     """Two 3x3 convolutions (channels, then 2 * channels), each with ReLU and 2x2 max pooling, and a linear
-    layer on the 7 x 7 maps: 28 -> 14 -> 7. The parameters are named as PyTorch's nn.Sequential names them."""
+    layer on the 7 x 7 maps: 28 -> 14 -> 7; with `hidden`, a hidden layer of that width and ReLU before it.
+    The parameters are named as PyTorch's nn.Sequential names them."""
+    features = 2 * channels * 7 * 7
+    head = [Linear(features, hidden), ReLU(), Linear(hidden, 10)] if hidden else [Linear(features, 10)]
     return Sequential(
         Conv2d(1, channels, 3, padding=1),
         ReLU(),
@@ -50,11 +53,15 @@ def cnn(channels: int) -> Sequential:
         ReLU(),
         MaxPool2d(2),
         Flatten(),
-        Linear(2 * channels * 7 * 7, 10),
+        *head,
     )
 
 
-DEFAULT_EPOCHS = {"mlp": 4, "cnn": 2}
+# the CNN's: the cheapest recipe found that passes 99% in PyTorch for seeds 0, 1 and 2 (scripts/search_cnn.py)
+DEFAULTS = {
+    "mlp": {"epochs": 4, "hidden": 256, "lr": 2e-3},
+    "cnn": {"epochs": 2, "hidden": 128, "lr": 5e-3, "channels": 16},
+}
 
 
 def normalize(images: np.ndarray[Any, Any], model: str = "mlp") -> np.ndarray[Any, Any]:
@@ -86,16 +93,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model", choices=["mlp", "cnn"], default="mlp", help="784-hidden-10 MLP, or a small CNN (mlp)")
     p.add_argument("--epochs", type=positive_int, help="passes over the 60,000 training images (mlp 4, cnn 2)")
     p.add_argument("--batch-size", type=positive_int, default=128, help="images per step (default 128)")
-    p.add_argument("--hidden", type=positive_int, default=256, help="width of the MLP's hidden layer (default 256)")
-    p.add_argument("--channels", type=positive_int, default=8, help="the CNN's first convolution's channels (8)")
-    p.add_argument("--lr", type=positive_float, default=2e-3, help="peak AdamW learning rate, cosine-decayed (2e-3)")
+    p.add_argument("--hidden", type=non_negative_int, help="hidden layer's width (mlp 256, cnn 128; cnn: 0 for none)")
+    p.add_argument("--channels", type=positive_int, help="the CNN's first convolution's channels (16)")
+    p.add_argument("--lr", type=positive_float, help="peak AdamW learning rate, cosine-decayed (mlp 2e-3, cnn 5e-3)")
     p.add_argument("--weight-decay", type=non_negative_float, default=1e-4, help="AdamW weight decay (default 1e-4)")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed for initialization and shuffling (default 0)")
     p.add_argument("--checkpoint", type=output_file, help="save the trained model to this .safetensors file")
     p.add_argument("--log", type=output_file, help="write the loss of every step to this file (one per line)")
     p.add_argument("--eager", action="store_true", help="build every step's graph again instead of replaying it")
     args = p.parse_args(argv)
-    args.epochs = args.epochs or DEFAULT_EPOCHS[args.model]
+    for name, value in DEFAULTS[args.model].items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if args.model == "mlp" and args.hidden == 0:
+        p.error("argument --hidden: the MLP needs a hidden layer (0 is for the CNN only)")
     if args.batch_size > TRAIN_IMAGES:
         p.error(f"argument --batch-size: {args.batch_size} is more than the {TRAIN_IMAGES:,} training images")
     if args.checkpoint is not None and args.checkpoint == args.log:
@@ -109,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
     rng = np.random.default_rng(args.seed)
     train_x, train_y, test_x, test_y = mnist()
     x, y = normalize(train_x, args.model), train_y.astype(np.int32)
-    model = MLP(args.hidden) if args.model == "mlp" else cnn(args.channels)
+    model = MLP(args.hidden) if args.model == "mlp" else cnn(args.channels, args.hidden)
     opt = AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     steps_per_epoch = len(x) // args.batch_size  # the last partial batch is dropped: one shape, one plan
 

@@ -26,7 +26,8 @@ BAD_ARGUMENTS = [
     ("train_mnist.py", ["--epochs", "0"], "--epochs", "0 is less than 1"),
     ("train_mnist.py", ["--batch-size", "0"], "--batch-size", "0 is less than 1"),
     ("train_mnist.py", ["--batch-size", "60001"], "--batch-size", "more than the 60,000 training images"),
-    ("train_mnist.py", ["--hidden", "-3"], "--hidden", "-3 is less than 1"),
+    ("train_mnist.py", ["--hidden", "-3"], "--hidden", "-3 is less than 0"),
+    ("train_mnist.py", ["--hidden", "0"], "--hidden", "the MLP needs a hidden layer"),
     ("train_mnist.py", ["--model", "rnn"], "--model", "invalid choice: 'rnn'"),
     ("train_mnist.py", ["--model", "cnn", "--channels", "0"], "--channels", "0 is less than 1"),
     ("train_mnist.py", ["--epochs", "two"], "--epochs", "'two' is not an integer"),
@@ -137,9 +138,9 @@ def test_train_mnist_runs_with_good_arguments_and_writes_both_files(tmp_path: Pa
 
 
 def test_train_mnist_trains_the_cnn(tmp_path: Path) -> None:
-    # two steps of a one-channel CNN: the convolution layers train, and their names are PyTorch's
+    # two steps of a one-channel CNN with a hidden layer of 2: the layers train, and their names are PyTorch's
     checkpoint = tmp_path / "cnn.safetensors"
-    argv = ["--model", "cnn", "--channels", "1", "--epochs", "1", "--batch-size", "30000"]
+    argv = ["--model", "cnn", "--channels", "1", "--hidden", "2", "--epochs", "1", "--batch-size", "30000"]
     argv += ["--checkpoint", str(checkpoint)]
     done = subprocess.run(
         [sys.executable, str(SCRIPTS / "train_mnist.py"), *argv],
@@ -150,7 +151,9 @@ def test_train_mnist_trains_the_cnn(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith("test accuracy ")
-    assert sorted(load(checkpoint)) == ["0.bias", "0.weight", "3.bias", "3.weight", "7.bias", "7.weight"]
+    names = ["0.bias", "0.weight", "3.bias", "3.weight", "7.bias", "7.weight", "9.bias", "9.weight"]
+    assert sorted(load(checkpoint)) == names
+    assert load(checkpoint)["9.weight"].shape == (10, 2)
 
 
 TILED = """extern "C" __global__ void __launch_bounds__(64) tiled(float* __restrict__ out) {

@@ -1,5 +1,5 @@
-"""Chapter 10: the windows of an image as a view built by movement ops, and conv2d as one reduction over
-them; checked against a direct loop in numpy."""
+"""Chapter 10: the windows of an image as a view built by movement ops, and conv2d as a matrix product with
+the windows copied into columns (im2col); checked against a direct loop in numpy."""
 
 import numpy as np
 
@@ -33,7 +33,7 @@ print(
     out.shape,
     "in",
     len(make_plan(graph).kernels),
-    "kernel; largest difference from the loop:",
+    "kernels; largest difference from the loop:",
     float(np.abs(out.numpy() - want).max()),
 )
 # --8<-- [end:conv]

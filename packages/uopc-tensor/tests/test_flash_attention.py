@@ -13,7 +13,15 @@ import pytest
 
 from uopc.ir import dtypes
 from uopc.tensor import Tensor, TensorError
-from uopc.tensor.attention import QUERY_BLOCK, online_attention_kernel, tiled_attention_kernel
+from uopc.tensor.attention import (
+    KEY_TILE,
+    QUERY_BLOCK,
+    online_attention_kernel,
+    run_kernel,
+    tiled_attention_kernel,
+    tiled_key_grads_kernel,
+    tiled_query_grads_kernel,
+)
 from uopc.tensor.nn import CausalSelfAttention, MultiHeadAttention
 
 pytestmark = pytest.mark.c_backend  # the kernels' loops differ in length per query: C only (see the refusal test)
@@ -91,6 +99,67 @@ def test_gradient_matches_central_differences_in_float64(kernel: str) -> None:
     np.testing.assert_allclose(tq.grad.numpy(), numeric, rtol=1e-6, atol=1e-8)
 
 
+def reference_grads(q: Array, k: Array, v: Array, d_out: Array, causal: bool) -> tuple[Array, Array, Array]:
+    """dq, dk, dv of softmax(q k^T / sqrt(E)) v in float64, with the probability matrix written out."""
+    scale = 1 / math.sqrt(q.shape[-1])
+    scores = q.astype(np.float64) @ k.swapaxes(-2, -1) * scale
+    if causal:
+        scores = np.where(np.tril(np.ones(scores.shape[-2:], bool)), scores, -np.inf)
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    d_p = d_out @ v.swapaxes(-2, -1)
+    d_s = p * (d_p - (p * d_p).sum(-1, keepdims=True)) * scale
+    return d_s @ k, d_s.swapaxes(-2, -1) @ q, p.swapaxes(-2, -1) @ d_out
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", [(2, 7, 7, 5, 3), (1, 9, 6, 4, 4), (1, 5, 2 * KEY_TILE + 1, 3, 2), (1, 3, 11, 2, 2)])
+def test_the_tiled_backward_kernels_match_numpy_in_float64(shape: tuple[int, ...], causal: bool) -> None:
+    """Each backward kernel alone on float64 inputs, against the gradients written out in numpy: key and query
+    counts that are no multiple of the tiles (a last tile repeats the last key or query) and keys past the
+    last query (a causal query never sees them: their dk and dv are 0)."""
+    heads, length, keys, dim, value_dim = shape
+    rng = np.random.default_rng(sum(shape) + causal)
+    q, k, v = (rng.standard_normal(s) for s in [(heads, length, dim), (heads, keys, dim), (heads, keys, value_dim)])
+    d_out = rng.standard_normal((heads, length, value_dim))
+    f64, scale = dtypes.float64, 1 / math.sqrt(dim)
+    forward = tiled_attention_kernel(heads, length, keys, dim, value_dim, causal, scale, f64)
+    outputs = [((heads, length, value_dim), f64), ((heads, length), f64)]
+    out, lse = run_kernel(forward, [Tensor(a) for a in (q, k, v)], outputs)
+    delta = Tensor((d_out * out.numpy()).sum(-1))
+    saved = [Tensor(q), Tensor(k), Tensor(v), Tensor(d_out), lse, delta]
+    key_grads = tiled_key_grads_kernel(heads, length, keys, dim, value_dim, causal, scale, f64)
+    query_grads = tiled_query_grads_kernel(heads, length, keys, dim, value_dim, causal, scale, f64)
+    d_k, d_v = run_kernel(key_grads, saved, [((heads, keys, dim), f64), ((heads, keys, value_dim), f64)])
+    (d_q,) = run_kernel(query_grads, saved, [((heads, length, dim), f64)])
+    for got, want in zip((d_q, d_k, d_v), reference_grads(q, k, v, d_out, causal), strict=True):
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-10, atol=1e-12)
+
+
+def test_the_tiled_backward_matches_central_differences_in_float64_for_q_k_and_v() -> None:
+    rng = np.random.default_rng(5)
+    arrays = [rng.standard_normal(s) for s in [(1, 6, 3), (1, 7, 3), (1, 7, 2)]]  # 7 keys: two tiles, one short
+    w = rng.standard_normal((1, 6, 2))
+
+    def loss(q: Array, k: Array, v: Array) -> float:
+        out = Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v), is_causal=True, kernel="tiled")
+        return float((out.numpy() * w).sum())
+
+    leaves = [Tensor(a, requires_grad=True) for a in arrays]
+    out = leaves[0].scaled_dot_product_attention(leaves[1], leaves[2], is_causal=True, kernel="tiled")
+    (out * Tensor(w)).sum().backward()
+    step = 1e-6
+    for n, leaf in enumerate(leaves):
+        numeric = np.zeros_like(arrays[n])
+        for index in np.ndindex(arrays[n].shape):
+            up, down = [a.copy() for a in arrays], [a.copy() for a in arrays]
+            up[n][index] += step
+            down[n][index] -= step
+            numeric[index] = (loss(*up) - loss(*down)) / (2 * step)
+        assert leaf.grad is not None
+        np.testing.assert_allclose(leaf.grad.numpy(), numeric, rtol=1e-6, atol=1e-8)
+
+
 def test_the_gradient_reaches_leaves_behind_the_projections() -> None:
     """q, k, v computed from x: the gradient passes the kernel by its rule, then on through the graph."""
     rng = np.random.default_rng(4)
@@ -106,11 +175,13 @@ def test_the_gradient_reaches_leaves_behind_the_projections() -> None:
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("build", [online_attention_kernel, tiled_attention_kernel])
+@pytest.mark.parametrize(
+    "build", [online_attention_kernel, tiled_attention_kernel, tiled_key_grads_kernel, tiled_query_grads_kernel]
+)
 def test_the_kernels_keep_no_score_matrix(build: Any) -> None:
     length = keys = 512
     kernel = build(1, length, keys, 64, 64, True, 0.125, dtypes.float32)
-    assert max(p.size for p in kernel.params) == length * 64  # q, k, v and out; lse is length
+    assert max(p.size for p in kernel.params) == length * 64  # q, k, v, out and their gradients; lse is length
     assert all(p.size < length * keys for p in kernel.params)
 
 

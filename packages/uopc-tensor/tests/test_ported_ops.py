@@ -493,6 +493,29 @@ def test_a_convolution_reads_a_computed_input_as_simply_as_a_loaded_one() -> Non
     assert index_arithmetic(pooled.conv2d(w2, padding=1)) == index_arithmetic(loaded.conv2d(w2, padding=1))
 
 
+def test_the_gradient_of_a_convolution_input_is_a_product_and_a_sum_of_shifts() -> None:
+    """The CNN's second convolution backward. Through a window view, the input's gradient was one reduction
+    that ran the overlapping tiles backwards (100 divisions and remainders, 0.6 s of a 1.1 s step); through
+    an im2col buffer it is a matrix product into a buffer and kH kW shifted slices of it added up."""
+    x = Tensor(RNG.standard_normal((2, 8, 14, 14)).astype(np.float32), requires_grad=True)
+    w = Tensor(RNG.standard_normal((16, 8, 3, 3)).astype(np.float32), requires_grad=True)
+    x.conv2d(w, padding=1).square().sum().backward()
+    assert x.grad is not None and w.grad is not None
+    assert index_arithmetic(x.grad) <= 8 and index_arithmetic(w.grad) <= 8
+
+
+def test_the_gradient_of_a_convolutions_columns_is_a_packed_matmul() -> None:
+    """d columns = W^T d out has N H_out W_out columns (here 16 * 196, a multiple of the panel's 64). Made in
+    the (C, kH kW, N, H_out, W_out) shape of the im2col buffer, its innermost axis had 14 and no panels;
+    made in the matrix's shape, Chapter 13's packed kernel computes it."""
+    x = Tensor(RNG.standard_normal((16, 8, 14, 14)).astype(np.float32), requires_grad=True)
+    w = Tensor(RNG.standard_normal((16, 8, 3, 3)).astype(np.float32))
+    (x.conv2d(w, padding=1) * Tensor(RNG.standard_normal((16, 16, 14, 14)).astype(np.float32))).sum().backward()
+    assert x.grad is not None
+    graph, _ = normalize([x.grad.uop])
+    assert len(make_plan(graph, pack=True).kernels) > len(make_plan(graph, pack=False).kernels)
+
+
 def test_convolution_pooling_and_attention_refuse_what_does_not_fit() -> None:
     x, w = Tensor(np.zeros((1, 4, 5, 5), np.float32)), Tensor(np.zeros((6, 2, 3, 3), np.float32))
     cases: list[tuple[Callable[[], object], str]] = [

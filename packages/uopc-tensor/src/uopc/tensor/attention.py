@@ -60,11 +60,16 @@ def _buffer_of(t: Tensor, dtype: DType) -> object:
     """The backend array holding t's elements in order, computing them into one if they are not."""
     if t.dtype is not dtype:
         raise TensorError(f"run_kernel: an input is {t.dtype.name}, the kernel reads {dtype.name}")
-    value = realizer.computed.get(t.uop, t.uop)
-    if not (value.op is Ops.BUFFER or (value.op is Ops.RESHAPE and value.src[0].op is Ops.BUFFER)):
-        t = t.detach().contiguous().realize()
-        value = t.uop
+    value = computed(t).uop
     return realizer.buffers[value if value.op is Ops.BUFFER else value.src[0]]
+
+
+def computed(t: Tensor) -> Tensor:
+    """t's values as a tensor of a buffer (no graph, no gradient), computing them into one if they are not."""
+    value = realizer.computed.get(t.uop, t.uop)
+    if value.op is Ops.BUFFER or (value.op is Ops.RESHAPE and value.src[0].op is Ops.BUFFER):
+        return type(t)(value, device=t.device)
+    return t.detach().contiguous().realize()
 
 
 # ---- the forward kernel ----
@@ -158,6 +163,92 @@ def tiled_attention_kernel(
 
 QUERY_BLOCK = 4  # queries that share each load of a key and a value
 KEY_BLOCK = 16  # keys between two rescalings of the running sums
+KEY_TILE = 4  # keys of the backward pass that share each load of a query and its output gradient
+
+
+# ---- the tiled backward: two kernels, in the order of FlashAttention-2 ----
+
+
+class _Grads:
+    """The buffers of a backward kernel (slots after its outputs: q, k, v, d out, lse, D) and the
+    recomputed numbers of one (query i, key j) pair of a head, read from them."""
+
+    def __init__(self, first_slot: int, heads: int, length: int, keys: int, dim: int, value_dim: int, dtype: DType):
+        sizes = [length * dim, keys * dim, keys * value_dim, length * value_dim, length, length]
+        self.q, self.k, self.v, self.d_out, self.lse, self.delta = (
+            UOp.define_global(first_slot + n, heads * size, dtype) for n, size in enumerate(sizes)
+        )
+        self.length, self.keys, self.dim, self.value_dim, self.dtype = length, keys, dim, value_dim, dtype
+
+    def pair(self, head: UOp, i: UOp, j: UOp, dots: tuple[UOp, UOp], causal: bool, scale: float) -> tuple[UOp, UOp]:
+        """P_ij = exp(q_i . k_j scale - lse_i), 0 where i may not see j, and dS_ij = P_ij (dO_i . v_j - D_i)
+        scale: the probability and the score's gradient, recomputed from what the forward pass saved."""
+        e, c = dots
+        qi, kj = head * self.length + i, head * self.keys + j
+        dot = self.q.load(qi * self.dim + e) * self.k.load(kj * self.dim + e)
+        score = UOp(Ops.REDUCE, self.dtype, (dot, e), Ops.ADD)
+        p = (score * scale - self.lse.load(qi)).exp()
+        if causal:
+            p = (j <= i).where(p, 0.0)
+        products = self.d_out.load(qi * self.value_dim + c) * self.v.load(kj * self.value_dim + c)
+        d_p = UOp(Ops.REDUCE, self.dtype, (products, c), Ops.ADD)
+        return p, p * (d_p - self.delta.load(qi)) * scale
+
+
+def tiled_key_grads_kernel(
+    heads: int, length: int, keys: int, dim: int, value_dim: int, causal: bool, scale: float, dtype: DType
+) -> Kernel:
+    """dK and dV, a block of KEY_TILE keys at a time: the block walks the queries that can see it, recomputing
+    P and dS per (query, key) from lse and D, and sums dV_j = sum_i P_ij dO_i and dK_j = sum_i dS_ij q_i. The
+    keys of a block share every load of q and dO. Slots: 0 dk (heads, keys, dim), 1 dv (heads, keys,
+    value_dim), then those of `_Grads`. A block that runs past the last key repeats it, as the forward does."""
+    dk, dv = UOp.define_global(0, heads * keys * dim, dtype), UOp.define_global(1, heads * keys * value_dim, dtype)
+    b = _Grads(2, heads, length, keys, dim, value_dim, dtype)
+    key_blocks = -(-keys // KEY_TILE)
+    block = range_(heads * key_blocks, 0)
+    head, first = block // key_blocks, block % key_blocks * KEY_TILE
+    start = first.minimum(length) if causal else UOp.const(0, dtypes.index)  # a causal key j is seen from query j
+    walk = range_(UOp.const(length, dtypes.index) - start, 1, AxisType.REDUCE)
+    i = start + walk
+    dots = (range_(dim, 2, AxisType.REDUCE), range_(value_dim, 3, AxisType.REDUCE))
+    stores = []
+    for t in range(KEY_TILE):
+        j = (first + t).minimum(keys - 1)
+        p, d_s = b.pair(head, i, j, dots, causal, scale)
+        row = head * keys + j
+        for c in range(value_dim):
+            total = UOp(Ops.REDUCE, dtype, (p * b.d_out.load((head * length + i) * value_dim + c), walk), Ops.ADD)
+            stores.append(dv.store(row * value_dim + c, total))
+        for e in range(dim):
+            total = UOp(Ops.REDUCE, dtype, (d_s * b.q.load((head * length + i) * dim + e), walk), Ops.ADD)
+            stores.append(dk.store(row * dim + e, total))
+    name = f"attention_key_grads_{heads}_{length}_{keys}_{dim}" + ("_causal" if causal else "")
+    return Kernel(name, sink(*(st.end(block) for st in stores)), Opts(thread=0))
+
+
+def tiled_query_grads_kernel(
+    heads: int, length: int, keys: int, dim: int, value_dim: int, causal: bool, scale: float, dtype: DType
+) -> Kernel:
+    """dQ, a block of QUERY_BLOCK queries at a time: dQ_i = sum_j dS_ij k_j over the keys query i sees, with
+    P and dS recomputed as in `tiled_key_grads_kernel`; the queries of a block share every load of k and v.
+    Slots: 0 dq (heads, length, dim), then those of `_Grads`."""
+    dq = UOp.define_global(0, heads * length * dim, dtype)
+    b = _Grads(1, heads, length, keys, dim, value_dim, dtype)
+    query_blocks = -(-length // QUERY_BLOCK)
+    block = range_(heads * query_blocks, 0)
+    head, first = block // query_blocks, block % query_blocks * QUERY_BLOCK
+    queries = [(first + t).minimum(length - 1) for t in range(QUERY_BLOCK)]
+    seen = (queries[-1] + 1).minimum(keys) if causal else UOp.const(keys, dtypes.index)
+    j = range_(seen, 1, AxisType.REDUCE)
+    dots = (range_(dim, 2, AxisType.REDUCE), range_(value_dim, 3, AxisType.REDUCE))
+    stores = []
+    for i in queries:
+        _, d_s = b.pair(head, i, j, dots, causal, scale)
+        for e in range(dim):
+            total = UOp(Ops.REDUCE, dtype, (d_s * b.k.load((head * keys + j) * dim + e), j), Ops.ADD)
+            stores.append(dq.store((head * length + i) * dim + e, total))
+    name = f"attention_query_grads_{heads}_{length}_{keys}_{dim}" + ("_causal" if causal else "")
+    return Kernel(name, sink(*(st.end(block) for st in stores)), Opts(thread=0))
 
 
 def _accumulator(dtype: DType, start: float, row: UOp, number: int) -> UOp:
@@ -187,11 +278,15 @@ def kernel_attention(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, scale: fl
     program = build(heads, length, keys, dim, value_dim, is_causal, scale, q.dtype)
     flat_q, flat_k = q.reshape(heads, length, dim), k.reshape(heads, keys, dim)
     flat_v = v.reshape(heads, keys, value_dim)
-    out, lse = run_kernel(
-        program, [flat_q, flat_k, flat_v], [((heads, length, value_dim), q.dtype), ((heads, length, 1), q.dtype)]
-    )
+    buffers = computed(flat_q), computed(flat_k), computed(flat_v)  # once, for the forward and backward kernels
+    out, lse = run_kernel(program, buffers, [((heads, length, value_dim), q.dtype), ((heads, length, 1), q.dtype)])
     if any(t.requires_grad for t in (q, k, v)) and type(q)._grad_enabled:
-        backward = _backward(flat_q, flat_k, flat_v, out, lse, is_causal, scale)
+        # the tiled kernels read the buffers q, k and v are in; the composed backward reads them as graphs,
+        # which kernelize fuses into its products (measured: faster than reading the buffers, in the GPT)
+        if kernel == "tiled":
+            backward = _tiled_backward(*buffers, out, lse, is_causal, scale)
+        else:
+            backward = _backward(flat_q, flat_k, flat_v, out, lse, is_causal, scale)
         realizer.custom_gradients[out.uop] = CustomGradient((flat_q.uop, flat_k.uop, flat_v.uop), backward)
         out.requires_grad = True
     return out.reshape(*lead, length, value_dim)
@@ -215,5 +310,27 @@ def _backward(
         d_p = grad @ v.transpose(-2, -1)
         d_scores = p * (d_p - (grad * out).sum(-1, keepdim=True)) * scale
         return ((d_scores @ k).uop, (d_scores.transpose(-2, -1) @ q).uop, d_v.uop)
+
+    return rule
+
+
+def _tiled_backward(
+    q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, causal: bool, scale: float
+) -> Callable[[UOp], tuple[UOp | None, ...]]:
+    """d q, d k, d v from d out by the two tiled kernels: D = rowsum(d out * out) is the only tensor op, one
+    number per query; no buffer of the backward pass holds L * S numbers."""
+    q, k, v, out, lse = (t.detach() for t in (q, k, v, out, lse))
+    (heads, length, dim), (keys, value_dim) = q.shape, v.shape[1:]
+    shape = (heads, length, keys, dim, value_dim, causal, scale, q.dtype)
+
+    def rule(g: UOp) -> tuple[UOp | None, ...]:
+        # computed once, here: each kernel's inputs would compute a graph again (and D's reads d out's graph)
+        grad = type(q)(g, device=q.device).reshape(heads, length, value_dim).contiguous().realize()
+        saved = [q, k, v, grad, lse, (grad * out).sum(-1).realize()]
+        d_k, d_v = run_kernel(
+            tiled_key_grads_kernel(*shape), saved, [((heads, keys, dim), q.dtype), ((heads, keys, value_dim), q.dtype)]
+        )
+        (d_q,) = run_kernel(tiled_query_grads_kernel(*shape), saved, [((heads, length, dim), q.dtype)])
+        return (d_q.uop, d_k.uop, d_v.uop)
 
     return rule

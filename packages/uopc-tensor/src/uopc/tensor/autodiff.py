@@ -106,7 +106,8 @@ GRADIENT_RULES: dict[Ops, GradRule] = {
     Ops.PAD: lambda u, g: (g.shrink([(b, b + s) for (b, _), s in zip(u.arg, u.src[0].shape, strict=True)]),),
     Ops.FLIP: lambda u, g: (g.flip(u.arg),),
     Ops.REDUCE_AXIS: _reduce_grad,
-    Ops.CONTIGUOUS: lambda u, g: (g,),
+    # a buffer boundary forward is one backward: conv2d's im2col matrix gets its gradient as a matmul of its own
+    Ops.CONTIGUOUS: lambda u, g: (UOp(Ops.CONTIGUOUS, g.dtype, (g,)),),
     Ops.DETACH: lambda u, g: (None,),
 }
 

@@ -1480,9 +1480,9 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         """2-D convolution (cross-correlation, as in PyTorch) of images (N, C_in, H, W) or (C_in, H, W) with
         `weight` (C_out, C_in / groups, kH, kW); padding is a number per side, or "valid" or "same".
 
-        Every window of the padded image becomes a view (N, C_in, H_out, W_out, kH, kW) built by movement ops
-        alone (`_windows`); the output is that view times the weight, summed over C_in / groups, kH and kW:
-        one reduction, as a matrix product is."""
+        The windows of the padded image are copied once into a matrix of (C_in kH kW) rows and N H_out W_out
+        columns (`_im2col`); the output is the weight, a (C_out, C_in kH kW) matrix per group, times it: a
+        matrix product long enough along its columns for Chapter 13's packed kernel, forward and backward."""
         x = self._images("conv2d")
         if _tensor_arg("conv2d", weight).ndim != 4:
             raise TensorError(f"conv2d: weight must be a tensor (C_out, C_in / groups, kH, kW): {_describe(weight)}")
@@ -1498,11 +1498,11 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         if not is_realized(x.uop):  # each element is read kH * kW times: compute it once, into a plain buffer
             x = x.contiguous()
         s, d = _pair("conv2d", "stride", stride), _pair("conv2d", "dilation", dilation)
-        win = _windows(x.pad(_conv_padding(padding, (kh, kw), s, d)), (kh, kw), s, d, "conv2d")
-        oh, ow = win.shape[2:4]
-        win = win.reshape(n, groups, 1, per_group, oh, ow, kh, kw)
-        w = weight.reshape(1, groups, c_out // groups, per_group, 1, 1, kh, kw)
-        out = (win * w).sum((3, 6, 7)).reshape(n, c_out, oh, ow)
+        cols = _im2col(x.pad(_conv_padding(padding, (kh, kw), s, d)), (kh, kw), s, d)
+        oh, ow = cols.shape[-2:]
+        rows = per_group * kh * kw
+        products = weight.reshape(groups, c_out // groups, rows) @ cols.reshape(groups, rows, n * oh * ow).contiguous()
+        out = products.reshape(c_out, n, oh, ow).permute(1, 0, 2, 3)
         if bias is not None:
             out = out + bias.reshape(1, c_out, 1, 1)
         return out if self.ndim == 4 else out.reshape(c_out, oh, ow)
@@ -2120,3 +2120,36 @@ def _windows_of_last_axis(x: Tensor, k: int, s: int, d: int) -> Tensor:
     x = x.shrink([None] * len(lead) + [(0, k * (i + d))]).reshape(*lead, k, i + d)
     x = x.pad([*keep, (0, 0), (0, out * s - (i + d))]).reshape(*lead, k, out, s)
     return x.shrink([None] * (len(lead) + 2) + [(0, 1)]).reshape(*lead, k, out).transpose(-1, -2)
+
+
+def _im2col(x: Tensor, kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int]) -> Tensor:
+    """The windows of images x (N, C, H, W) copied into one buffer (C, kH kW, N, H_out, W_out): row (c, a, b)
+    holds, for every image and output position, the pixel under the window's element (a, b). It is kH kW
+    strided slices stacked, so its gradient adds kH kW shifted slices of the rows: an elementwise kernel."""
+    sizes = x.shape[2:]
+    for k, d, size in zip(kernel, dilation, sizes, strict=True):
+        if size < d * (k - 1) + 1:
+            raise TensorError(f"conv2d: a window of {k} (dilation {d}) does not fit an axis of {size} in {x.shape}")
+    oh, ow = ((size - d * (k - 1) - 1) // s + 1 for k, s, d, size in zip(kernel, stride, dilation, sizes, strict=True))
+    slices = [
+        _every(_every(x, 2, a * dilation[0], oh, stride[0]), 3, b * dilation[1], ow, stride[1])
+        for a in range(kernel[0])
+        for b in range(kernel[1])
+    ]
+    return Tensor.stack(slices, dim=2).permute(1, 2, 0, 3, 4).contiguous()
+
+
+def _every(x: Tensor, axis: int, start: int, count: int, step: int) -> Tensor:
+    """x[..., start : start + count * step : step, ...] along `axis`, from movement ops: rows of `step` from
+    the one holding `start`, of which one column is kept. The rows are cut from x where they fit in it,
+    padded only past its end: a pad makes every load of the view a guarded one."""
+    first = start - start % step
+    end = min(first + count * step, x.shape[axis])
+    x = x.shrink([(first, end) if i == axis else None for i in range(x.ndim)])
+    if end < first + count * step:
+        x = x.pad([(0, first + count * step - end) if i == axis else (0, 0) for i in range(x.ndim)])
+    if step == 1:
+        return x
+    x = x.reshape(*x.shape[:axis], count, step, *x.shape[axis + 1 :])
+    column = start % step
+    return x.shrink([(column, column + 1) if i == axis + 1 else None for i in range(x.ndim)]).squeeze(axis + 1)
