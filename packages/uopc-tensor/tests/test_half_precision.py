@@ -62,3 +62,26 @@ def test_bfloat16_arithmetic_rounds_every_result() -> None:
     np.testing.assert_allclose(a.sum(1).numpy(), bf16(a32.astype(np.float64).sum(1)), rtol=2**-8)
     products = bf16(a32[:, :, None] * b32.T[None, :, :]).astype(np.float64)
     np.testing.assert_allclose((a @ b.T).numpy(), bf16(products.sum(1)), rtol=2**-7, atol=1e-6)
+
+
+def test_float16_attention_is_float32_attention_rounded_once_values_and_gradients() -> None:
+    """With equal values, dq is exactly 0 (dO . v_j equals dO . out); computed in float16 steps, the rounding
+    of p and out left up to 0.0156 in it, where PyTorch (which works in float32) gives 0."""
+    q = np.full((2, 4, 4), 0.4739, np.float32)
+    k = np.full((2, 4, 4), 3.0, np.float32)
+    v = np.full((2, 4, 4), -2.693, np.float32)
+    mask = np.random.default_rng(7).standard_normal((4, 4)).astype(np.float16)
+    cotangent = np.random.default_rng(8).standard_normal((2, 4, 4)).astype(np.float16)
+    results = {}
+    for dtype in (dtypes.float16, dtypes.float32):
+        leaves = [Tensor(x.astype(np.float16), requires_grad=True) for x in (q, k, v)]
+        inputs = [t.cast(dtype) for t in leaves]  # the float32 run: the same float16 numbers, widened
+        out = inputs[0].scaled_dot_product_attention(inputs[1], inputs[2], Tensor(mask).cast(dtype), scale=0.5)
+        (out * Tensor(cotangent).cast(dtype)).sum().backward()
+        assert out.dtype is dtype
+        grads = [t.grad for t in leaves]
+        assert all(g is not None for g in grads)
+        results[dtype] = [out.numpy(), *(g.numpy() for g in grads if g is not None)]
+    for half, wide in zip(results[dtypes.float16], results[dtypes.float32], strict=True):
+        np.testing.assert_array_equal(half, wide.astype(np.float16))
+    assert np.abs(results[dtypes.float16][1]).max() < 1e-4  # dq: 0 up to float32's rounding

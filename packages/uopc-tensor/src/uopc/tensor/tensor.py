@@ -1589,6 +1589,12 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
             return kernel_attention(self, key, value, is_causal, factor, kernel)
         if kernel != "plain":
             raise TensorError(f"scaled_dot_product_attention: kernel is 'plain', 'online' or 'tiled', not {kernel!r}")
+        if self.dtype in (dtypes.float16, dtypes.bfloat16):
+            # as PyTorch: in float32, rounded once at the end; rounding p and out to 16 bits on the way left
+            # dq a 16-bit rounding of (dO . v - dO . out) where that difference is exactly 0 (notes.md entry 113)
+            mask = attn_mask.float() if attn_mask is not None and not attn_mask.dtype.is_bool else attn_mask
+            wide = self.float().scaled_dot_product_attention(key.float(), value.float(), mask, is_causal, factor)
+            return wide.cast(self.dtype)
         scores = (self @ key.transpose(-2, -1)) * factor
         if is_causal:
             length, keys = scores.shape[-2:]
