@@ -164,6 +164,20 @@ def test_random_numbers_made_inside_the_step_are_refused() -> None:
         forward(x)
 
 
+@pytest.mark.parametrize("kernel", ["online", "tiled"])
+def test_a_kernel_written_in_uops_is_refused_by_name_not_taken_for_python_data(kernel: str) -> None:
+    """run_kernel's launches are not recorded: its output was once blamed on "Python data" inside the step."""
+
+    @capture
+    def attend(q: Tensor) -> Tensor:
+        return q.scaled_dot_product_attention(q * 2.0, q + 1.0, is_causal=True, kernel=kernel).sum()
+
+    rng = np.random.default_rng(3)
+    attend(Tensor(rng.standard_normal((1, 8, 16)).astype(np.float32)))
+    with pytest.raises(TensorError, match=r"runs the kernel attention_\w+ written in UOps .* use kernel='plain'"):
+        attend(Tensor(rng.standard_normal((1, 8, 16)).astype(np.float32)))
+
+
 def test_reading_values_inside_the_step_is_refused() -> None:
     @capture
     def total(x: Tensor) -> Tensor:

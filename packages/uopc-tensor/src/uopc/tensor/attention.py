@@ -37,6 +37,12 @@ def run_kernel(
     The kernel's buffer slots are its outputs first (0 .. len(outputs) - 1), then its inputs, in order; each
     input is computed into a buffer of its own first if it is not one already. The kernel is compiled once per
     device (kept in `realizer.kernels`) and returns one new, computed tensor per output."""
+    if realizer.recording is not None:  # its launch is not in the recording: a replay would skip it
+        raise TensorError(
+            f"capture: {realizer.recording.name} runs the kernel {kernel.name} written in UOps (run_kernel, as "
+            "the online and tiled attention do), which a replay cannot repeat yet: use kernel='plain' inside a "
+            "captured step, or call the step without capture"
+        )
     device = inputs[0].device
     arrays = [_buffer_of(t, p.dtype) for t, p in zip(inputs, kernel.params[len(outputs) :], strict=True)]
     specs = tuple(BufferSpec(dt, math.prod(shape)) for shape, dt in outputs)

@@ -19,7 +19,9 @@ capture: data a call makes in Python (Tensor.rand for dropout, a value from a sc
 if calls 2 and 3 made it different, and kept otherwise. Reading a tensor's values inside the step (item(),
 numpy()) is refused while it is recorded: a replay would not read them. Index checks (labels, embedding
 indices) are kept and run on each replay's arguments. A learning rate set with `opt.lr = ...` between calls
-reaches the replay (the setter writes the same buffer); other optimizer settings are frozen.
+reaches the replay (the setter writes the same buffer); other optimizer settings are frozen. A kernel
+written in UOps and run by `run_kernel` (the online and tiled attention) is not recorded, so a step that runs
+one is refused at its first recorded call.
 
 A replay returns new tensors over the capture's own buffers: the next call overwrites them, so read them
 (item(), numpy()) before calling again. Gradients (`.grad`) are not updated by a replay.
