@@ -281,4 +281,5 @@ def linearize_optimized(kernel: Kernel, ast: UOp) -> LinearProgram:
     """linearize's second half: `ast` is the kernel's graph with its opts applied already (the driver times
     the two halves apart)."""
     order = tuple(linear_order(ast))
-    return LinearProgram(kernel.name, kernel.params, kernel.written, order, strided_axes(ast), streamed_slots(ast))
+    streamed = streamed_slots(ast)
+    return LinearProgram(kernel.name, kernel.params, kernel.written, order, strided_axes(ast), streamed=streamed)

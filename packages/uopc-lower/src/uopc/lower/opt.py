@@ -269,7 +269,7 @@ def streamed_slots(kernel: UOp) -> frozenset[int]:
     for slot, (store, *more) in stores.items():
         index, buffer = store.src[1], store.src[0].arg
         threaded = index.op is Ops.RANGE and index.arg.kind is AxisType.THREAD
-        large = buffer.size * store.src[2].dtype.itemsize >= STREAM_MIN_BYTES
+        large = buffer.size * store.src[2].scalar_dtype.itemsize >= STREAM_MIN_BYTES
         if threaded and large and not more and slot not in loaded:
             out.add(slot)
     return frozenset(out)

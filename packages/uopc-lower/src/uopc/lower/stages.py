@@ -176,7 +176,7 @@ class LinearProgram:
     written: frozenset[int]  # the slots the program stores into
     uops: tuple[UOp, ...]
     strided_axes: frozenset[int]
-    streamed: frozenset[int] = frozenset()
+    streamed: frozenset[int] = field(default=frozenset(), kw_only=True)  # a GPU's program adds fields after it
 
     @property
     def signature(self) -> Signature:

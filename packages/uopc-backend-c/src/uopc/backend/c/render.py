@@ -400,7 +400,8 @@ class _CWriter(KernelWriter):
         self.depth += 1
         for slot, dt in self.streamed.items():
             self.line(f"{c_storage_type(dt)} data{slot}_block[{STREAM_BLOCK}] __attribute__((aligned(64)));")
-        start, stop = f"{name}_head + ({name}_block - 1) * {STREAM_BLOCK}", f"{name}_head + {name}_block * {STREAM_BLOCK}"
+        start = f"{name}_head + ({name}_block - 1) * {STREAM_BLOCK}"
+        stop = f"{name}_head + {name}_block * {STREAM_BLOCK}"
         self.line(f"{index} {name}_start = {name}_block ? {start} : 0;")  # the index type: gcc vectorizes the loop
         self.line(f"{index} {name}_end = {stop} < {end} ? {stop} : {end};")
         self.line(f"for ({index} {name} = {name}_start; {name} < {name}_end; {name}++) {{")
