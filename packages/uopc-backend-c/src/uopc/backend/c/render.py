@@ -576,6 +576,8 @@ def _attributes(program: LinearProgram) -> str:
     options = []
     if no_loop_vectorize(program):
         options.append("no-tree-loop-vectorize")
+    if program.streamed:  # a block that copies its input is a vector loop, not a call of memcpy per block
+        options.append("no-tree-loop-distribute-patterns")
     quoted = ", ".join(f'"{o}"' for o in options)
     return f"__attribute__((optimize({quoted}))) " if options else ""
 
