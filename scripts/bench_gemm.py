@@ -4,7 +4,10 @@ Two parts, one table. The ladder: A @ B at one size (default 1024) under each st
 kernel uopc plans by default (naive loops, 16 columns at once in vector lanes, a scalar register tile, a
 tile of vectors, B packed into panels, threads), each lowered, compiled, checked against numpy and timed. Then
 the three layouts of training, A @ B (x @ W), A @ B.T (x @ W.T, a Linear layer's forward) and A.T @ B
-(x.T @ dy, its weight gradient), at 256, 512, 1024 and 2048, each with the plan make_plan picks by default.
+(x.T @ dy, its weight gradient), at 256, 512, 1024 and 2048, each with the plan make_plan picks by default,
+and the same plan with its kernels' opts searched (BEAM, search.py in uopc-lower): the searched plan's speed,
+and the seconds the search took (0 where the kernel cache held the choices already; run with UOPC_CACHE set
+to an empty folder to time the searches).
 
 Two thread pools that spin after their work (libgomp's for uopc, OpenBLAS's for numpy) starve each other on a
 small machine, so each case times its sides apart: ROUNDS rounds of a block of uopc runs, a pause, a block
@@ -14,6 +17,7 @@ of numpy runs, a pause; medians are over all the rounds' runs.
     python scripts/bench_gemm.py --sizes 512 --ladder-size 512    # quicker
     python scripts/bench_gemm.py --out docs/outputs/bench_gemm.txt
     python scripts/bench_gemm.py --no-ladder --sizes 64 128 256 --compare-unpacked   # where packing pays
+    python scripts/bench_gemm.py --beam 0                          # no searched column
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import stamp
-from arguments import output_file, positive_int
+from arguments import non_negative_int, output_file, positive_int
 
 from uopc.backend.c.compiler import cflags, compiler
 from uopc.ir import UOp
@@ -41,7 +45,7 @@ MEASURES = ["uopc-ir", "uopc-lower", "uopc-backend-c"]  # the packages whose cod
 ROUNDS = 3
 PAUSE_S = 0.3  # long enough for a spinning pool to go to sleep (GOMP_SPINCOUNT, OPENBLAS_THREAD_TIMEOUT)
 
-HEADER = "| case | median (ms) | GFLOP/s | numpy GFLOP/s | torch GFLOP/s | vs numpy |"
+HEADER = "| case | median (ms) | GFLOP/s | numpy GFLOP/s | torch GFLOP/s | vs numpy | searched GFLOP/s | search (s) |"
 LAYOUTS = {"A @ B": "ab", "A @ B.T": "abt", "A.T @ B": "atb"}
 
 # The ladder's steps on the plain matmul graph, then on the plan with B packed ("packed": make_plan's
@@ -119,9 +123,13 @@ def numpy_runner(a: Array, b: Array, layout: str) -> tuple[Callable[[], None], A
     return run, out
 
 
-def uopc_runner(plan: Plan, a: Array, b: Array, layout: str) -> Callable[[], None]:
-    """The compiled plan, run once and checked against numpy, as a function of no arguments."""
-    compiled = compile_plan(plan, get_backend("C"))
+Runner = tuple[Callable[[], None], float]
+
+
+def uopc_runner(plan: Plan, a: Array, b: Array, layout: str, beam: int | None = None) -> Runner:
+    """The compiled plan (its kernels' opts searched with a `beam`), run once and checked against numpy, as a
+    function of no arguments; and the seconds the search took."""
+    compiled = compile_plan(plan, get_backend("C"), beam=beam)
     buffers = [a.reshape(-1), b.reshape(-1), *(np.zeros(s.size, np.float32) for s in plan.buffers[2:])]
     compiled.executable.run(buffers)
     n = a.shape[0]
@@ -130,7 +138,7 @@ def uopc_runner(plan: Plan, a: Array, b: Array, layout: str) -> Callable[[], Non
     got = buffers[plan.outputs[0]].reshape(n, n)
     if not np.allclose(got, want, rtol=1e-3, atol=1e-3 * np.sqrt(n)):
         raise SystemExit(f"{layout} n={n}: wrong result, max error {np.abs(got - want).max()}")
-    return lambda: compiled.executable.run(buffers)
+    return lambda: compiled.executable.run(buffers), compiled.times.search
 
 
 def torch_runner(a: Array, b: Array, layout: str) -> Callable[[], None] | None:
@@ -148,12 +156,17 @@ def torch_runner(a: Array, b: Array, layout: str) -> Callable[[], None] | None:
     return run
 
 
-def row(name: str, n: int, uopc_s: float, numpy_s: float | None, torch_s: float | None) -> str:
+def row(
+    name: str, n: int, uopc_s: float, numpy_s: float | None, torch_s: float | None, searched: tuple[float, float] | None
+) -> str:
+    """A table row; `searched` is the searched plan's median seconds and the seconds its search took."""
+
     def gflops(s: float | None) -> str:
         return "" if s is None else f"{2 * n**3 / s / 1e9:.1f}"
 
     ratio = "" if numpy_s is None else f"{numpy_s / uopc_s:.2f}x"
     cells = [name, f"{uopc_s * 1e3:.2f}", gflops(uopc_s), gflops(numpy_s), gflops(torch_s) or "n/a", ratio]
+    cells += ["", ""] if searched is None else [gflops(searched[0]), f"{searched[1]:.1f}"]
     return "| " + " | ".join(cells) + " |"
 
 
@@ -162,19 +175,20 @@ def ladder(n: int, repeats: int) -> list[str]:
     numpy_run, _ = numpy_runner(a, b, "ab")
     lines = []
     for name, opts in LADDER.items():
-        run = uopc_runner(plan_for(n, "ab", opts), a, b, "ab")
+        run, _ = uopc_runner(plan_for(n, "ab", opts), a, b, "ab")
         slow = name == "naive"  # a second a run at 1024: fewer runs, no numpy
         uopc_s, numpy_s = blocks(run, None if slow else numpy_run, 1 if slow else repeats)
-        lines.append(row(name, n, uopc_s, numpy_s, None))
+        lines.append(row(name, n, uopc_s, numpy_s, None, None))
         print(lines[-1], flush=True)
     numpy_s, _ = blocks(numpy_run, None, repeats)
-    lines.append(row("numpy matmul", n, numpy_s, numpy_s, None))
+    lines.append(row("numpy matmul", n, numpy_s, numpy_s, None, None))
     return lines
 
 
-def layouts(sizes: list[int], repeats: int, unpacked: bool) -> list[str]:
-    """The default plan of each layout and size; with `unpacked`, also the plan without packing (choose_opts's
-    tile and threads on the plain matmul), to see from which size packing pays."""
+def layouts(sizes: list[int], repeats: int, unpacked: bool, beam: int) -> list[str]:
+    """The default plan of each layout and size, and with a `beam`, the same plan searched; with `unpacked`,
+    also the plan without packing (choose_opts's tile and threads on the plain matmul), to see from which size
+    packing pays."""
     lines = []
     for n in sizes:
         a, b = operands(n)
@@ -186,9 +200,13 @@ def layouts(sizes: list[int], repeats: int, unpacked: bool) -> list[str]:
             if unpacked:
                 plans[f"{product}, n = {n}, not packed"] = "unpacked"
             for name, which in plans.items():
-                run = uopc_runner(plan_for(n, layout, which), a, b, layout)
+                run, _ = uopc_runner(plan_for(n, layout, which), a, b, layout)
                 uopc_s, numpy_s = blocks(run, numpy_run, repeats)
-                lines.append(row(name, n, uopc_s, numpy_s, torch_s))
+                searched = None
+                if beam and which == "packed+threads":
+                    best, search_s = uopc_runner(plan_for(n, layout, which), a, b, layout, beam)
+                    searched = blocks(best, None, repeats)[0], search_s
+                lines.append(row(name, n, uopc_s, numpy_s, torch_s, searched))
                 print(lines[-1], flush=True)
     return lines
 
@@ -201,18 +219,20 @@ def main() -> None:
     parser.add_argument("--out", type=output_file, help="also write the table (markdown) to this file")
     parser.add_argument("--no-ladder", action="store_true", help="only the layouts")
     parser.add_argument("--compare-unpacked", action="store_true", help="also time each layout without packing")
+    parser.add_argument("--beam", type=non_negative_int, default=2, help="searched column's beam width (0: none)")
     args = parser.parse_args()
 
-    header = HEADER + "\n" + "| --- " + "| ---: " * 5 + "|"
+    header = HEADER + "\n" + "| --- " + "| ---: " * 7 + "|"
     print(header, flush=True)
     steps = [] if args.no_ladder else ladder(args.ladder_size, args.repeats)
-    lines = steps + layouts(args.sizes, args.repeats, args.compare_unpacked)
+    lines = steps + layouts(args.sizes, args.repeats, args.compare_unpacked, args.beam)
     about = (
         f"float32 matmuls: the ladder is A @ B at n = {args.ladder_size}, the other rows uopc's default plan "
         "for the C backend; "
         f"medians of {ROUNDS} rounds of {args.repeats} runs, uopc and numpy (OpenBLAS) timed in alternating "
         f"blocks with {PAUSE_S} s pauses; {os.cpu_count()} CPUs ({platform.machine()}), CC={compiler()}, "
-        f"CFLAGS={cflags()}, numpy {np.__version__}"
+        f"CFLAGS={cflags()}, numpy {np.__version__}; searched: the default plan with each kernel's opts found by "
+        f"a beam search of width {args.beam}, and the seconds the search took"
     )
     text = "\n".join([about, "", header, *lines]) + "\n"
     if args.out is not None:

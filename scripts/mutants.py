@@ -281,10 +281,18 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "linearize_ignores_opts",
         LOWER + "pipeline.py",
-        "done[key] = apply_opts(k.ast, k.opts)",
-        "done[key] = k.ast",
+        "optimized[key] = apply_opts(k.ast, k.opts)",
+        "optimized[key] = k.ast",
         LOWER_TESTS,
         "the driver linearizes each kernel's graph without its opts: every kernel runs as plain loops",
+    ),
+    Mutant(
+        "kernel_memo_ignores_opts",
+        LOWER + "pipeline.py",
+        "key = (k.ast, *k.opts.key())",
+        "key = (k.ast,)",
+        (C_T + "test_packing.py", C_T + "test_repeated_kernels.py"),
+        "the driver lowers a graph once whatever its opts: a kernel equal to another but for its opts gets the other's",
     ),
     Mutant(
         "strided_axes_inverted",

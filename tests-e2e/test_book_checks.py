@@ -155,6 +155,21 @@ def test_a_figure_is_the_cell_its_reference_names(tmp_path: Path, monkeypatch: p
         outputs.insert_figures('{{ out other.txt "tiled" }}')
 
 
+def test_a_figure_is_found_in_any_of_an_outputs_tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two tables of different widths in one file: the second once broke the reader of the first."""
+    monkeypatch.setattr(outputs, "OUTPUTS", tmp_path)
+    second = """
+The slowest kernels:
+
+| kernel | ms | GFLOP/s | share |
+| --- | ---: | ---: | ---: |
+| r_8 | 3.5 | 0.6 | 1% |
+"""
+    (tmp_path / "two.txt").write_text(TABLE + second)
+    text = '{{ out two.txt "tiled" "GFLOP/s" }} and {{ out two.txt "r_8" "share" }}'
+    assert outputs.insert_figures(text) == "39.8 and 1%"
+
+
 def test_measurements_typed_into_the_prose_are_reported() -> None:
     page = """A step takes 10.9 ms here, and {{ out b.txt "step" }} there.
 

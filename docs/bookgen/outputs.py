@@ -65,13 +65,20 @@ def flag_stale(markdown: str, shown: dict[str, str]) -> str:
 
 
 def table(path: Path) -> dict[str, dict[str, str]]:
-    """The markdown table in an output file, as {first cell: {column name: cell}}."""
-    rows = [line for line in path.read_text().splitlines() if line.startswith("|")]
-    if len(rows) < 2:
+    """The markdown tables in an output file, as {first cell: {column name: cell}}; each table is read under
+    its own header, and a row name that an earlier table has already is not looked up in a later one."""
+    rows: dict[str, dict[str, str]] = {}
+    for block in re.split(r"\n(?!\|)[^\n]*", path.read_text()):
+        lines = [line for line in block.splitlines() if line.startswith("|")]
+        if len(lines) < 2:
+            continue
+        header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+        for line in lines[2:]:
+            cells = [cell.strip() for cell in line.strip("|").split("|")]
+            rows.setdefault(cells[0], dict(zip(header, cells, strict=True)))
+    if not rows:
         raise ValueError(f"{path.name} holds no markdown table")
-    header = [cell.strip() for cell in rows[0].strip("|").split("|")]
-    cells = ([cell.strip() for cell in row.strip("|").split("|")] for row in rows[2:])
-    return {row[0]: dict(zip(header, row, strict=True)) for row in cells}
+    return rows
 
 
 def figure(reference: str) -> str:

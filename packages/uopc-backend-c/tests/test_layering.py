@@ -15,6 +15,8 @@ ALLOWED = {
     "Executable",
     "LinearProgram",
     "Manifest",
+    "Opts",
+    "OptsStore",
     "Param",
     "Renderer",
     "Runtime",

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from uopc.backend.c import C_BACKEND, DEFAULT_CFLAGS
+from uopc.backend.c import C_BACKEND, DEFAULT_CFLAGS, compiler, render
 from uopc.ir import Ops, UOp
 from uopc.lower import compile_plan, make_plan, normalize
 
@@ -80,6 +80,22 @@ def test_a_plan_computes_the_same_bits_at_every_optimization_level(
     fast = run_at(DEFAULT_CFLAGS.replace("-O3", level), value, inputs, monkeypatch)
     optimized = run_at(DEFAULT_CFLAGS, value, inputs, monkeypatch)
     assert fast.tobytes() == optimized.tobytes()
+
+
+@pytest.mark.parametrize("case", list(cases()))
+def test_the_quick_tier_with_its_hot_kernels_at_o1_computes_the_bits_of_o3(
+    case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The quick build of a tiered build is -O0 with the hot kernels at -O1, by a function attribute in an
+    -O0 translation unit (render.HOT_FLOPS); here every kernel is hot."""
+    monkeypatch.setattr(render, "HOT_FLOPS", 0)
+    quick = compiler.quick_flags(compiler.TIERED_MIN_CHARS, DEFAULT_CFLAGS)
+    assert quick is not None and compiler.HOT_ATTRIBUTE in quick
+    value, shapes = cases()[case]
+    rng = np.random.default_rng(96)
+    inputs = [rng.standard_normal(shape).astype(np.float32).reshape(-1) * 3.0 for shape in shapes]
+    fast = run_at(quick, value, inputs, monkeypatch)
+    assert fast.tobytes() == run_at(DEFAULT_CFLAGS, value, inputs, monkeypatch).tobytes()
 
 
 @pytest.mark.parametrize("level", ["-O0", "-O1"])

@@ -103,7 +103,7 @@ def test_a_fused_max_keeps_the_matmul_unpacked() -> None:
 
 
 def test_kernels_equal_but_for_their_vector_axis_get_programs_of_their_own() -> None:
-    """The driver lowers equal graphs under equal opts once (pipeline._optimized); its key must hold every
+    """The driver lowers equal graphs under equal opts once (pipeline._linear_programs); its key must hold every
     field of Opts, or a kernel with vectors and one without share whichever program came first."""
     plain = make_plan(normalize([matmul(4, 8, 64, "ab")])[0], opt=False)
     (kernel,) = plain.kernels

@@ -3,15 +3,17 @@ thread; the executable swaps it in when it is done, and the plan store keeps it,
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 
-from uopc.backend.c import C_BACKEND, DEFAULT_CFLAGS, CExecutable, CompileError, compiler
+from uopc.backend.c import C_BACKEND, DEFAULT_CFLAGS, CCompiler, CExecutable, CompileError, compiler
 from uopc.ir import Ops, UOp
-from uopc.lower import Binary, CompiledPlan, Plan, compile_plan, make_plan, normalize, plan_key
+from uopc.lower import Binary, CompiledPlan, Plan, Source, compile_plan, make_plan, normalize, plan_key
 
 
 def layers() -> tuple[UOp, list[Any]]:
@@ -103,3 +105,57 @@ def test_a_failed_optimized_build_keeps_the_quick_library_and_says_so(monkeypatc
     assert first.tobytes() == again.tobytes()
     finish_builds()
     assert C_BACKEND.store is not None and C_BACKEND.store.find(key) is None  # nothing kept: next start is cold
+
+
+@pytest.mark.usefixtures("tiered")
+def test_the_quick_build_starts_on_the_first_parts_while_later_ones_are_still_being_made(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """compile_plan hands the C compiler each part of the source when it asks for it, and only then
+    linearizes and renders that part's kernel; with tiny units, a unit goes to gcc before the last part is
+    made, and the library the units make computes the bits of the -O3 library built from the whole source."""
+    monkeypatch.setattr(compiler, "UNIT_CHARS", 1)
+    events: list[str] = []
+    start_unit = compiler.UnitBuild._start_unit
+
+    def recorded_unit(build: compiler.UnitBuild) -> None:
+        events.append("unit")
+        start_unit(build)
+
+    class RecordingCompiler(CCompiler):
+        def compile_parts(self, parts: Iterable[Source]) -> Binary:
+            def recorded() -> Iterator[Source]:
+                for part in parts:
+                    events.append("part")
+                    yield part
+
+            return super().compile_parts(recorded())
+
+    monkeypatch.setattr(compiler.UnitBuild, "_start_unit", recorded_unit)
+    value, inputs = layers()
+    plan = make_plan(normalize([value])[0], True)
+    compiled = compile_plan(plan, dataclasses.replace(C_BACKEND, compiler=RecordingCompiler(), store=None))
+    last_part = len(events) - 1 - events[::-1].index("part")
+    assert events.count("unit") > 2 and events.index("unit") < last_part
+    assert compiled.binary.later is not None
+    quick = run(plan, compiled, inputs)
+    compiled.binary.later.result(timeout=120)
+    assert quick.tobytes() == run(plan, compiled, inputs).tobytes()
+    finish_builds()
+
+
+@pytest.mark.usefixtures("tiered")
+def test_a_unit_that_gcc_rejects_is_a_compile_error_with_that_unit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(compiler, "UNIT_CHARS", 1)
+    parts = ["#include <math.h>\n", "void fine(float* x) { x[0] = 1.0f; }", "void broken(float* x) { x[0] = ; }"]
+    with pytest.raises(CompileError, match=r"(?s)expected expression.*void broken"):
+        CCompiler().compile_parts(Source(p) for p in parts)
+
+
+@pytest.mark.usefixtures("tiered")
+def test_uopc_tiered_0_builds_a_large_source_once_at_the_flags_level(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UOPC_TIERED", "0")
+    value, _ = layers()
+    compiled = compile_plan(make_plan(normalize([value])[0], True), C_BACKEND)
+    assert compiled.binary.later is None
+    assert compiled.binary.key == compiler.cache_key(compiled.source.text, compiler.compiler(), DEFAULT_CFLAGS)

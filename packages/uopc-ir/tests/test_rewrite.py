@@ -272,6 +272,20 @@ def test_endless_growth_raises_after_a_budget() -> None:
         graph_rewrite(X + 0, pm)
 
 
+def test_a_rewrite_that_fires_few_rules_does_not_walk_the_graph_to_size_its_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The budget grows with the graph, but counting the graph's nodes is a walk over all of it: a kernel's
+    opts run hundreds of small rewrites, and the walks cost as much as the rewrites (notebook entry 96)."""
+
+    def no_walk(self: UOp) -> list[UOp]:
+        raise AssertionError("graph_rewrite walked the whole graph to size its budget")
+
+    monkeypatch.setattr(UOp, "toposort", no_walk)
+    g = (UOp.const(4) * 1 + 0) * (UOp.const(5) + 0) + UOp.const(2) * 3
+    assert graph_rewrite(g, _fold) is UOp.const(26)
+
+
 def test_rewrite_keeps_the_value_of_a_closed_program() -> None:
     # rewriting with _fold and evaluating with the interpreter agree with Python on a small closed graph
     g = (UOp.const(4) * 1 + 0) * (UOp.const(5) + 0) + UOp.const(2) * 3

@@ -14,6 +14,7 @@ plans through compile_plan.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import math
@@ -26,23 +27,45 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from uopc.ir import ConstValue, DType, Ops, UOp, dtypes, exec_alu, range_, round_to, run, sink, stack, to_python
+from uopc.ir import (
+    AxisType,
+    ConstValue,
+    DType,
+    Ops,
+    UOp,
+    dtypes,
+    exec_alu,
+    range_,
+    round_to,
+    run,
+    sink,
+    stack,
+    to_python,
+)
 from uopc.lower import (
     Backend,
     Binary,
     Kernel,
     LinearProgram,
+    LowerError,
     Opts,
+    Plan,
     Source,
     Step,
+    actions,
     apply_opts,
+    beam_search,
+    choose_opts,
     compile_plan,
+    kernel_key,
     linear_order,
     linearize,
     make_plan,
+    measure_on,
     normalize,
     rangeify,
 )
+from uopc.lower.pipeline import lowering_code
 
 Buffers = dict[int, list[ConstValue]]
 
@@ -581,3 +604,134 @@ def test_a_backend_may_bring_its_own_linearize(tmp_path: Path) -> None:
     assert seen == [k.name for k in plan.kernels]
     assert compiled.programs == tuple(unoptimized(k) for k in plan.kernels)
     assert Backend("PY", *parts).linearize is None  # the driver applies opts and linearizes
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Search (search.py): its candidates against the unoptimized program, and a search run on this backend
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _int_gemm(m: int, k: int, n: int) -> UOp:
+    a = UOp.buffer(0, m * k, dtypes.int32).reshape((m, 1, k)).expand((m, n, k))
+    b = UOp.buffer(1, k * n, dtypes.int32).reshape((k, n)).permute((1, 0)).reshape((1, n, k)).expand((m, n, k))
+    return (a * b).sum([2]).reshape((m, n))
+
+
+def _float_gemm(m: int, k: int, n: int) -> UOp:
+    a = UOp.buffer(0, m * k).reshape((m, 1, k)).expand((m, n, k))
+    b = UOp.buffer(1, k * n).reshape((k, n)).reshape((1, k, n)).permute((0, 2, 1)).expand((m, n, k))
+    return (a * b).sum([2]).reshape((m, n))
+
+
+SEARCHED = {
+    "int matmul": (_int_gemm(4, 8, 8), [4 * 8, 8 * 8]),
+    "float matmul": (_float_gemm(4, 8, 16), [4 * 8, 8 * 16]),
+    "row max": (UOp.buffer(0, 32, dtypes.int32).reshape((4, 8)).reduce(Ops.MAX, [1]).reshape((4,)), [32]),
+    "elementwise": ((UOp.buffer(0, 32).reshape((4, 8)) * 2.0).exp(), [32]),
+}
+
+
+@pytest.mark.parametrize("name", SEARCHED)
+def test_every_candidate_of_the_search_computes_what_the_plain_loops_do(name: str) -> None:
+    """The action space yields only opts that apply and keep the kernel's values: every candidate one step
+    from no opts and from the heuristic's, and a seeded sample two steps away, against the plain program."""
+    value, sizes = SEARCHED[name]
+    rng = random.Random(11)
+    inputs = [
+        [rng.randint(-9, 9) if value.scalar_dtype.is_int else rng.uniform(-2, 2) for _ in range(n)] for n in sizes
+    ]
+    kernel = rangeify([(UOp.buffer(len(inputs), value.size, value.scalar_dtype), value)])
+    want = lower_and_interpret(value, inputs)
+    first = actions(kernel, Opts()) + actions(kernel, choose_opts(kernel))
+    candidates = first + [c for o in rng.sample(first, 4) for c in actions(kernel, o)]
+    assert any(c.vector for c in candidates) == (name == "float matmul")  # lanes only where they can run
+    for opts in candidates:
+        got = lower_and_interpret(value, inputs, opts)
+        assert all(same(g, w, value.scalar_dtype) for g, w in zip(got, want, strict=True)), opts
+
+
+class Counted(Interpreted):
+    def __init__(self, programs: Sequence[LinearProgram], steps: Sequence[Step], runtime: CountingRuntime) -> None:
+        super().__init__(programs, steps)
+        self.runtime = runtime
+
+    def run_kernel(self, index: int, buffers: Sequence[Any]) -> None:
+        self.runtime.runs += 1
+        super().run_kernel(index, buffers)
+
+
+class CountingRuntime(InterpreterRuntime):
+    """The interpreter's runtime, counting the kernel runs of the executables it loads: a search times
+    candidates by running them, so no runs means no timing."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+
+    def load(self, binary: Binary, programs: Sequence[LinearProgram], steps: Sequence[Step]) -> Interpreted:
+        return Counted(programs, steps, self)
+
+
+class DictOptsStore:
+    """An opts store in a dict, as the C backend's keeps them in its cache."""
+
+    def __init__(self) -> None:
+        self.kept: dict[str, Opts] = {}
+
+    def keep(self, key: str, opts: Opts) -> None:
+        self.kept[key] = opts
+
+    def find(self, key: str) -> Opts | None:
+        return self.kept.get(key)
+
+
+def _gemm_plan() -> Plan:
+    graph, _ = normalize([_int_gemm(4, 8, 8)])
+    return make_plan(graph, opt=True)
+
+
+def test_a_searched_choice_is_kept_and_used_again_without_timing(tmp_path: Path) -> None:
+    store, first = DictOptsStore(), CountingRuntime()
+    backend = Backend("PY", InterpreterRenderer(), InterpreterCompiler(tmp_path), first, opts_store=store)
+    compiled = compile_plan(_gemm_plan(), backend, beam=2)
+    assert first.runs > 0 and len(store.kept) == 1
+    (chosen,) = store.kept.values()
+    for beam in (2, 0):  # a later process, searching or not, finds the choice and times nothing
+        again = CountingRuntime()
+        backend = Backend("PY", InterpreterRenderer(), InterpreterCompiler(tmp_path), again, opts_store=store)
+        plan = _gemm_plan()
+        assert compile_plan(plan, backend, beam=beam).programs == compiled.programs
+        assert again.runs == 0
+        assert compiled.programs[0] == linearize(dataclasses.replace(plan.kernels[0], opts=chosen))
+
+
+def test_without_a_beam_the_driver_keeps_the_plans_opts(tmp_path: Path) -> None:
+    store, runtime = DictOptsStore(), CountingRuntime()
+    plan = _gemm_plan()
+    backend = Backend("PY", InterpreterRenderer(), InterpreterCompiler(tmp_path), runtime, opts_store=store)
+    store.keep(kernel_key(plan.kernels[0].ast, lowering_code()), Opts(thread=1))
+    assert compile_plan(plan, backend).programs == (linearize(plan.kernels[0]),)  # no beam: the plan's own
+    assert compile_plan(plan, backend, beam=0).programs[0] == linearize(
+        dataclasses.replace(plan.kernels[0], opts=Opts(thread=1))
+    )
+    assert runtime.runs == 0
+
+
+class ThreadlessRenderer(InterpreterRenderer):
+    """Refuses programs with a threaded loop, as a renderer refuses what it cannot write."""
+
+    def render(self, programs: Sequence[LinearProgram], steps: Sequence[Step]) -> Source:
+        if any(u.op is Ops.RANGE and u.arg.kind is AxisType.THREAD for p in programs for u in p.uops):
+            raise LowerError("this renderer writes no threads")
+        return super().render(programs, steps)
+
+
+def test_a_candidate_that_does_not_build_is_dropped_and_the_others_are_timed(tmp_path: Path) -> None:
+    kernel = _gemm_plan().kernels[0]
+    runtime = CountingRuntime()
+    backend = Backend("PY", ThreadlessRenderer(), InterpreterCompiler(tmp_path), runtime)
+    candidates = [Opts(), Opts(thread=0), Opts(upcast={0: 2}), Opts(upcast={0: 3})]  # the last does not apply
+    seconds = measure_on(backend, kernel)(candidates)
+    assert seconds[1] is None and seconds[3] is None
+    assert all(isinstance(s, float) and s > 0 for s in (seconds[0], seconds[2]))
+    threaded = dataclasses.replace(kernel, opts=Opts(upcast={0: 2}, thread=0))  # a heuristic that cannot run
+    assert beam_search(threaded, 2, measure_on(backend, kernel)).thread is None

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from uopc.ir import AxisType, Ops, UOp, dtypes, range_, sink
-from uopc.lower import LinearizeError, Opts, apply_opts, expand_reduces, linear_order, rangeify
+from uopc.lower import Kernel, LinearizeError, Opts, apply_opts, expand_reduces, linear_order, linearize, rangeify
 
 Gemm = Callable[[int, int, int], UOp]
 
@@ -234,3 +234,15 @@ def test_a_read_of_an_accumulator_comes_before_the_update_that_assigns_it() -> N
     program = linear_order(sink(out.store(i, m_end + total_end.log()).end(i)))
     position = {u: n for n, u in enumerate(program)}
     assert position[m - new_m] < position[m_end.src[0]]
+
+
+def test_flops_of_a_loop_whose_bound_varies_count_its_largest_trip_count() -> None:
+    """out[i] = sum of x[j] * x[j] for j < i + 1: the inner loop's bound is the outer index (a causal
+    attention's loop is one), so flops counts it at its largest, 8: an upper bound, and no crash."""
+    n = 8
+    x, out = UOp.define_global(0, n), UOp.define_global(1, n)
+    i = range_(n, 0)
+    j = range_(i + 1, 1, AxisType.REDUCE)
+    kernel = sink(out.store(i, UOp(Ops.REDUCE, dtypes.float32, (x.load(j) * x.load(j), j), Ops.ADD)).end(i))
+    program = linearize(Kernel("triangle", kernel))
+    assert program.flops == n * n * 2  # a multiply and an accumulation per inner iteration, 8 x 8 of them

@@ -168,8 +168,7 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
     """
     done: dict[UOp, UOp] = {}  # node -> its fully rewritten form
     active: set[UOp] = set()  # nodes whose rewrite is in progress: meeting one again is a cycle
-    fired: Counter[str] = Counter()
-    budget = 100 * len(root.toposort()) + 10_000
+    budget = _Budget(root)
     # a frame: (node, stage, the rule whose output is being walked, the node's replacement)
     stack: list[tuple[UOp, int, Rule | None, UOp | None]] = [(root, VISIT, None, None)]
     while stack:
@@ -201,7 +200,7 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
             done[u] = done[replacement]
             active.discard(u)
             continue
-        _count(fired, hit[1], budget)
+        budget.count(hit[1])
         stack += [(u, REPLACED, hit[1], hit[0]), (hit[0], VISIT, hit[1], None)]
     return done[root]
 
@@ -209,8 +208,24 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
 VISIT, SOURCES_DONE, REPLACED = 0, 1, 2
 
 
-def _count(fired: Counter[str], rule: Rule, budget: int) -> None:
-    fired[rule.name] += 1
-    if fired.total() > budget:
-        top = ", ".join(f"{name} x{n}" for name, n in fired.most_common(3))
-        raise RewriteError(f"rewrite does not reach a fixed point within {budget} rule applications; most fired: {top}")
+class _Budget:
+    """The rule applications a rewrite of `root` may take: 100 per node of it, and MIN_BUDGET more. The
+    nodes are counted once MIN_BUDGET rules have fired, not before: most rewrites stop long before, and
+    counting walks the whole graph (for the small rewrites of a kernel's opts, as long as the rewrite)."""
+
+    def __init__(self, root: UOp) -> None:
+        self.root, self.fired, self.limit = root, Counter[str](), MIN_BUDGET
+
+    def count(self, rule: Rule) -> None:
+        self.fired[rule.name] += 1
+        total = self.fired.total()
+        if total > self.limit and self.limit == MIN_BUDGET:  # the first time past the minimum
+            self.limit = 100 * len(self.root.toposort()) + MIN_BUDGET
+        if total > self.limit:
+            top = ", ".join(f"{name} x{n}" for name, n in self.fired.most_common(3))
+            raise RewriteError(
+                f"rewrite does not reach a fixed point within {self.limit} rule applications; most fired: {top}"
+            )
+
+
+MIN_BUDGET = 10_000

@@ -1,7 +1,8 @@
 """uopc.lower: from shaped graphs to kernels, and from kernels to ordered programs.
 
 rangeify lowers movement ops and reductions to loops over flat buffers, kernelize cuts a graph into the
-kernels of a plan, the opts reshape a kernel's loops, linearize orders a kernel into a linear program, and
+kernels of a plan, the opts reshape a kernel's loops (search.py times candidates on the machine),
+linearize orders a kernel into a linear program, and
 compile_plan walks a plan down to an executable with a backend's renderer, compiler and runtime. The stages
 are plain values (stages.py); the backend protocol (backend.py) says what a backend must provide, and the
 stage viewer (viewer.py) prints them all as one web page.
@@ -12,6 +13,9 @@ from uopc.lower.backend import (
     BackendNotFound,
     Compiler,
     Executable,
+    OptsStore,
+    PartsCompiler,
+    PartsRenderer,
     PlanStore,
     Renderer,
     Runtime,
@@ -23,6 +27,14 @@ from uopc.lower.memory import MemoryPlan, plan_memory, step_spans
 from uopc.lower.opt import Opts, apply_opts, choose_opts
 from uopc.lower.pipeline import CompiledPlan, StageTimes, compile_plan, plan_key, restore_plan
 from uopc.lower.rangeify import LowerError, rangeify
+from uopc.lower.search import (
+    actions,
+    beam_search,
+    kernel_key,
+    measure_on,
+    time_kernel,
+    tuned_kernels,
+)
 from uopc.lower.stages import (
     Binary,
     BufferSpec,
@@ -55,7 +67,10 @@ __all__ = [
     "Manifest",
     "MemoryPlan",
     "Opts",
+    "OptsStore",
     "Param",
+    "PartsCompiler",
+    "PartsRenderer",
     "Plan",
     "PlanCache",
     "PlanStore",
@@ -66,17 +81,21 @@ __all__ = [
     "Source",
     "StageTimes",
     "Step",
+    "actions",
     "apply_opts",
+    "beam_search",
     "choose_opts",
     "compile_plan",
     "expand_reduces",
     "get_backend",
     "index_page",
+    "kernel_key",
     "kernel_params",
     "linear_order",
     "linearize",
     "make_plan",
     "materialized",
+    "measure_on",
     "normalize",
     "plan_key",
     "plan_memory",
@@ -84,4 +103,6 @@ __all__ = [
     "restore_plan",
     "stage_page",
     "step_spans",
+    "time_kernel",
+    "tuned_kernels",
 ]

@@ -5,6 +5,10 @@ are the backend's, and it supplies nothing else:
 
     LinearPrograms --Renderer.render--> Source --Compiler.compile--> Binary --Runtime.load--> Executable
 
+A backend whose renderer and compiler can also pass the source in parts (PartsRenderer, PartsCompiler)
+gets the programs one by one instead, as the driver makes them: its compiler builds the first parts while
+later kernels are still being linearized, and the values are the same.
+
 The runtime also owns the backend's memory: it allocates buffers and copies numpy arrays in and out. Each
 part gets plain values and returns plain values; none of them calls back into lowering. A backend registers
 a `Backend` of its three parts under the entry-point group `uopc.backends` (the C backend as `C`), so that
@@ -14,12 +18,13 @@ the Tensor library can choose one by name (`DEVICE=C`) without importing any bac
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from uopc.ir import DType, UopcError
+from uopc.lower.opt import Opts
 from uopc.lower.stages import Binary, Kernel, LinearProgram, Manifest, Source, Step
 
 
@@ -35,6 +40,23 @@ class Compiler(Protocol):
 
     def compile(self, source: Source) -> Binary:
         """The binary built from `source`, from the cache when it is there."""
+
+
+@runtime_checkable
+class PartsRenderer(Renderer, Protocol):
+    """A renderer that can also hand out a plan's source in parts, as the programs arrive."""
+
+    def render_parts(self, programs: Iterable[LinearProgram], steps: Sequence[Step]) -> Iterator[Source]:
+        """`render`'s source in parts that compile apart, each yielded as soon as the programs it needs
+        have arrived from `programs` (which the driver linearizes meanwhile)."""
+
+
+@runtime_checkable
+class PartsCompiler(Compiler, Protocol):
+    """A compiler that can start building before the whole source is written (a PartsRenderer's parts)."""
+
+    def compile_parts(self, parts: Iterable[Source]) -> Binary:
+        """The binary of the source that `parts` make, as `compile` would build it; it takes every part."""
 
 
 class Executable(Protocol):
@@ -79,6 +101,18 @@ class PlanStore(Protocol):
         """The binary loaded, ready to run the manifest's steps (no programs needed)."""
 
 
+class OptsStore(Protocol):
+    """Opts found by search (search.py), kept between processes by kernel key (search.kernel_key). The store
+    adds the machine to the key (its CPU, its thread count, the compiler and its flags): a choice measured
+    on one machine is not used on another."""
+
+    def keep(self, key: str, opts: Opts) -> None:
+        """Remember that the kernel with this key runs fastest here with `opts`."""
+
+    def find(self, key: str) -> Opts | None:
+        """The opts kept under `key` on this machine, if any."""
+
+
 @dataclass(frozen=True)
 class Backend:
     """A backend is its three parts, under a name, and optionally a plan store for warm starts. A backend
@@ -86,7 +120,8 @@ class Backend:
     LinearProgram (a GPU maps loops onto threads); without one, the driver applies the kernel's opts and
     linearizes, once per distinct kernel. A backend that `packs_matmuls` gets plans in which large matmuls
     read copies of their operands packed for a CPU's caches and vector registers (pack.py); a GPU tiles
-    matmuls its own way, through shared memory."""
+    matmuls its own way, through shared memory. A backend with an `opts_store` gets each kernel with the
+    opts a search found for it on this machine (search.py), wherever one was kept."""
 
     name: str
     renderer: Renderer
@@ -95,6 +130,7 @@ class Backend:
     store: PlanStore | None = None
     linearize: Callable[[Kernel], LinearProgram] | None = None
     packs_matmuls: bool = False
+    opts_store: OptsStore | None = None
 
 
 class BackendNotFound(UopcError, LookupError):

@@ -10,6 +10,7 @@ vector an output axis by n: n of its iterations run at once, as the n lanes of o
 from __future__ import annotations
 
 import itertools
+import json
 from dataclasses import dataclass, field, fields
 
 from uopc.ir import (
@@ -43,6 +44,22 @@ class Opts:
         """Every field, hashable (dicts as sorted items): equal opts, equal keys, whatever fields come later."""
         values = (getattr(self, f.name) for f in fields(self))
         return tuple(tuple(sorted(v.items())) if isinstance(v, dict) else v for v in values)
+
+    def to_json(self) -> str:
+        """Every field, as JSON (dicts as sorted pairs): what an opts store (search.py) keeps on disk."""
+        return json.dumps({f.name: v for f, v in zip(fields(self), self.key(), strict=True)})
+
+    @staticmethod
+    def from_json(text: str) -> Opts:
+        """The opts `to_json` wrote; a ValueError (or KeyError, TypeError) for text it did not write."""
+        d = json.loads(text)
+        vector = d["vector"]
+        return Opts(
+            upcast={int(a): int(n) for a, n in d["upcast"]},
+            unroll={int(a): int(n) for a, n in d["unroll"]},
+            thread=None if d["thread"] is None else int(d["thread"]),
+            vector=None if vector is None else (int(vector[0]), int(vector[1])),
+        )
 
 
 def find_range(kernel: UOp, axis: int) -> UOp:

@@ -13,35 +13,42 @@ rendered. The stages it skipped are made again only if someone looks at them.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
 import time
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import uopc.ir
 from uopc.ir import UOp, to_uir
-from uopc.lower.backend import Backend, Executable
+from uopc.lower.backend import Backend, Executable, PartsCompiler, PartsRenderer
 from uopc.lower.kernelize import make_plan
 from uopc.lower.linearize import linearize, linearize_optimized
 from uopc.lower.opt import apply_opts
 from uopc.lower.rangeify import LowerError
+from uopc.lower.search import tuned_kernels
 from uopc.lower.stages import Binary, Kernel, LinearProgram, Manifest, Plan, Source
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class StageTimes:
     """Seconds each arrow of compile_plan took, for the whole plan (opts: applying the kernels' opts, the
-    first half of linearize). A plan restored from a plan store spent only `compile` (finding its binary)
-    and `load`."""
+    first half of linearize; search: finding the kernels' searched opts, and searching for them, search.py).
+    A plan restored from a plan store spent only `compile` (finding its binary) and `load`."""
 
     opts: float
     linearize: float
     render: float
     compile: float
     load: float
+    search: float = 0.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -67,55 +74,107 @@ class CompiledPlan:
         return self.make_source(self.programs)
 
 
-def compile_plan(plan: Plan, backend: Backend, key: str | None = None) -> CompiledPlan:
+def compile_plan(plan: Plan, backend: Backend, key: str | None = None, beam: int | None = None) -> CompiledPlan:
     """Linearize every kernel of `plan` (as `backend` linearizes, if it brings its own arrow), then render,
     compile and load them with `backend`'s three parts; with a `key` (plan_key) and a backend that has a plan
-    store, keep the result there for a warm start."""
-    start = time.perf_counter()
-    if backend.linearize is None:
-        optimized = _optimized(plan.kernels)
-        opted = time.perf_counter()
-        programs = _programs(plan.kernels, optimized)
+    store, keep the result there for a warm start. A backend that takes its source in parts gets each
+    program as soon as it is made, so that its compiler works while later kernels are linearized. With
+    `beam` (0 or more), each kernel runs with the opts the backend's opts store keeps for it on this
+    machine, and with a `beam` of 1 or more, a kernel that has none gets them by a search of that width
+    (search.py); without it, with the opts the plan chose."""
+    clock = _Clock("compile")
+    kernels = plan.kernels
+    if beam is not None and backend.linearize is None:  # a backend's own arrow chooses its own opts
+        with clock.stage("search"):
+            kernels = tuned_kernels(kernels, backend, beam, lowering_code())
+    made: list[LinearProgram] = []
+    programs = _linear_programs(kernels, backend, clock, made)
+    renderer, compiler = backend.renderer, backend.compiler
+    if isinstance(renderer, PartsRenderer) and isinstance(compiler, PartsCompiler):
+        binary = compiler.compile_parts(_timed(renderer.render_parts(programs, plan.steps), "render", clock))
+        if len(made) != len(plan.kernels):
+            raise LowerError(f"backend {backend.name}'s compiler returned before it took every part of the source")
+        source = None
     else:
-        opted = start  # a backend's own arrow chooses and applies its opts as it linearizes
-        programs = tuple(backend.linearize(k) for k in plan.kernels)
-    linearized = time.perf_counter()
-    source = backend.renderer.render(programs, plan.steps)
-    rendered = time.perf_counter()
-    binary = backend.compiler.compile(source)
+        made_all = tuple(programs)
+        with clock.stage("render"):
+            source = renderer.render(made_all, plan.steps)
+        binary = compiler.compile(source)
     if key is not None and backend.store is not None:
         backend.store.keep(key, plan.manifest, binary)
-    compiled = time.perf_counter()
-    executable = backend.runtime.load(binary, programs, plan.steps)
-    loaded = time.perf_counter()
-    times = StageTimes(opted - start, linearized - opted, rendered - linearized, compiled - rendered, loaded - compiled)
-    return CompiledPlan(binary, executable, times, lambda: programs, lambda _: source)
+    done = tuple(made)
+    with clock.stage("load"):
+        executable = backend.runtime.load(binary, done, plan.steps)
+    make_source = functools.partial(renderer.render, steps=plan.steps) if source is None else lambda _: source
+    return CompiledPlan(binary, executable, clock.times(), lambda: done, make_source)
 
 
-def _optimized(kernels: tuple[Kernel, ...]) -> list[UOp]:
-    """Each kernel's graph with its opts applied, once per distinct graph and opts: a model's repeated layers
-    make the same kernels again (the GPT step's 146 kernels are 91 distinct ones), and nodes are
-    hash-consed, so equal graphs are one object and the lookup is by identity."""
-    done: dict[tuple[object, ...], UOp] = {}
-    out = []
+def _linear_programs(
+    kernels: tuple[Kernel, ...], backend: Backend, clock: _Clock, made: list[LinearProgram]
+) -> Iterator[LinearProgram]:
+    """Each kernel's program, in plan order, also appended to `made`. Without a backend's own arrow, the
+    opts are applied once per distinct graph and opts and the result linearized once: a model's repeated
+    layers make the same kernels again (the GPT step's 159 kernels are 100 distinct ones), and nodes are
+    hash-consed, so equal graphs are one object and the lookups are by identity; a repeat is only renamed.
+    The memo lives as long as this walk over one plan."""
+    optimized: dict[tuple[object, ...], UOp] = {}
+    linear: dict[UOp, LinearProgram] = {}
     for k in kernels:
-        key = (k.ast, *k.opts.key())
-        if key not in done:
-            done[key] = apply_opts(k.ast, k.opts)
-        out.append(done[key])
-    return out
+        if backend.linearize is not None:  # its arrow chooses and applies its opts as it linearizes
+            with clock.stage("linearize"):
+                program = backend.linearize(k)
+        else:
+            key = (k.ast, *k.opts.key())
+            with clock.stage("opts"):
+                if key not in optimized:
+                    optimized[key] = apply_opts(k.ast, k.opts)
+            ast = optimized[key]
+            with clock.stage("linearize"):
+                if ast not in linear:
+                    linear[ast] = linearize_optimized(k, ast)
+            first = linear[ast]
+            program = first if first.name == k.name else dataclasses.replace(first, name=k.name)
+        made.append(program)
+        yield program
 
 
-def _programs(kernels: tuple[Kernel, ...], optimized: list[UOp]) -> tuple[LinearProgram, ...]:
-    """Each kernel's program, linearized once per distinct optimized graph; a repeat is only renamed."""
-    done: dict[UOp, LinearProgram] = {}
-    out = []
-    for k, ast in zip(kernels, optimized, strict=True):
-        first = done.get(ast)
-        if first is None:
-            first = done[ast] = linearize_optimized(k, ast)
-        out.append(first if first.name == k.name else dataclasses.replace(first, name=k.name))
-    return tuple(out)
+class _Clock:
+    """Seconds by stage, for stages that take turns (a compiler pulls parts from a renderer, which pulls
+    programs from the linearizer): the time between two readings goes to the innermost stage running."""
+
+    def __init__(self, outer: str) -> None:
+        self.seconds: defaultdict[str, float] = defaultdict(float)
+        self.running = [outer]
+        self.last = time.perf_counter()
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        self._read()
+        self.running.append(name)
+        try:
+            yield
+        finally:
+            self._read()
+            self.running.pop()
+
+    def _read(self) -> None:
+        now = time.perf_counter()
+        self.seconds[self.running[-1]] += now - self.last
+        self.last = now
+
+    def times(self) -> StageTimes:
+        self._read()
+        return StageTimes(*(self.seconds[f.name] for f in dataclasses.fields(StageTimes)))
+
+
+def _timed(items: Iterator[T], stage: str, clock: _Clock) -> Iterator[T]:
+    """`items`, the time spent making each one counted to `stage`."""
+    while True:
+        with clock.stage(stage):
+            item = next(items, None)
+        if item is None:
+            return
+        yield item
 
 
 @functools.cache
@@ -168,9 +227,15 @@ def restore_plan(graph: UOp, opt: bool, backend: Backend, key: str) -> tuple[Pla
         binary,
         executable,
         times,
-        lambda: tuple(linearize(k) for k in plan.kernels),
+        lambda: tuple(linearize(k) for k in _with_stored_opts(plan.kernels, opt, backend)),
         lambda programs: backend.renderer.render(programs, plan.steps),
     )
+
+
+def _with_stored_opts(kernels: tuple[Kernel, ...], opt: bool, backend: Backend) -> tuple[Kernel, ...]:
+    """The kernels of a restored plan with the opts its binary was built with: those the opts store keeps,
+    where it keeps some, as compile_plan chose them (unless the plan was built before they were found)."""
+    return tuned_kernels(kernels, backend, 0, lowering_code()) if opt else kernels
 
 
 def _kernels_again(graph: UOp, opt: bool, pack: bool, manifest: Manifest) -> tuple[Kernel, ...]:

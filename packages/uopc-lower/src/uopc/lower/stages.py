@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from uopc.ir import DType, Ops, UOp, dtypes
+from uopc.ir import DType, Ops, UOp, dtypes, vmax
 from uopc.lower.opt import Opts
 from uopc.lower.rangeify import LowerError
 
@@ -184,11 +184,13 @@ class LinearProgram:
 
     @functools.cached_property
     def flops(self) -> int:
-        """Floating-point operations per run: each float ALU op or accumulation, times its loops' trip counts."""
+        """Floating-point operations per run: each float ALU op or accumulation, times its loops' trip counts.
+        A loop whose bound varies (a causal attention's, up to the query's index) counts its largest trip
+        count: then the flops are an upper bound."""
         trips, total = [1], 0
         for u in self.uops:
             if u.op is Ops.RANGE:
-                trips.append(trips[-1] * u.src[0].arg)
+                trips.append(trips[-1] * int(vmax(u.src[0])))
             elif u.op is Ops.ENDRANGE:
                 trips.pop()
             elif (u.op in Ops.ALU or u.op is Ops.ACCUMULATE) and u.scalar_dtype.is_float:

@@ -77,7 +77,7 @@ class Realizer:
     - `compiled`: plan -> device -> the plan compiled on that device (its stages and its executable). Weak by
       plan: what was built for a plan lives exactly as long as the plan cache keeps the plan.
     - `seconds`: stage name -> seconds spent in it, summed over the process: `schedule` (normalizing graphs
-      and finding or making their plans), the arrows of compile_plan (`opts`, `linearize`, `render`,
+      and finding or making their plans), the arrows of compile_plan (`search`, `opts`, `linearize`, `render`,
       `compile`, `load`) and `run`. scripts/bench_compile.py reads it around a training step.
     - `kernels`: (kernel graph, device) -> the kernel written in UOps (`attention.run_kernel`) compiled on
       that device. Kept for the whole process, as plans are: a training step calls the same kernels again.
@@ -114,15 +114,18 @@ class Realizer:
         self.buffers[u] = data
         return u
 
-    def prepare(self, graph: UOp, opt: bool, backend: Backend) -> tuple[Plan, CompiledPlan, bool]:
+    def prepare(self, graph: UOp, opt: bool, backend: Backend, beam: int = 0) -> tuple[Plan, CompiledPlan, bool]:
         """The plan of a normalized graph compiled on `backend`, and whether it was compiled just now.
 
         A plan this process has not seen is looked for in the backend's plan store first (a warm start:
-        nothing is made or compiled); a plan made here is kept in the store for the next process."""
+        nothing is made or compiled); a plan made here is kept in the store for the next process. With
+        `opt`, each kernel gets the opts a search found for it on this machine where one was kept, and with
+        a `beam`, those without one are searched (compile_plan): a searching process restores no plan,
+        whose kernels may not have been searched, and the plan it keeps replaces the stored one."""
         pack = backend.packs_matmuls
         plan = self.plans.find(graph, opt, pack)
         key = plan_key(graph, opt, pack) if backend.store is not None and plan is None else None
-        restored = restore_plan(graph, opt, backend, key) if key is not None else None
+        restored = restore_plan(graph, opt, backend, key) if key is not None and not beam else None
         if restored is not None:
             plan, compiled = restored
             self.plans.add_restored(graph, opt, plan, pack)
@@ -136,7 +139,7 @@ class Realizer:
             return plan, on_device[backend.name], False
         if key is None and backend.store is not None:
             key = plan_key(graph, opt, pack)
-        compiled = on_device[backend.name] = compile_plan(plan, backend, key)
+        compiled = on_device[backend.name] = compile_plan(plan, backend, key, beam if opt else None)
         self._count(compiled)
         return plan, compiled, True
 
@@ -182,6 +185,15 @@ def optimizer_on() -> bool:
     return os.environ.get("OPT", "1") != "0"
 
 
+def beam_width() -> int:
+    """BEAM=n: search each kernel's opts with a beam of width n where none were found on this machine before
+    (uopc.lower's search.py); 0 or unset: use those found before, search none."""
+    text = os.environ.get("BEAM", "0").strip() or "0"
+    if not text.isdigit():
+        raise TensorError(f"BEAM must be a beam width (0: no search), got {text!r}")
+    return int(text)
+
+
 def _run_each(plan: Plan, compiled: CompiledPlan, buffers: list[Any]) -> tuple[float, ...]:
     """Run the kernels one at a time, timing each (twice at DEBUG >= 3), for DEBUG >= 2, which prints the
     times, and for VIZ's pages; returns each step's first time."""
@@ -206,7 +218,7 @@ def realize(roots: Sequence[UOp], device: str) -> list[UOp]:
     start = time.perf_counter()
     graph, inputs = normalize(roots, realizer.computed)  # what was computed before is read, not recomputed
     backend = get_backend(device)
-    plan, compiled, new = realizer.prepare(graph, optimizer_on(), backend)
+    plan, compiled, new = realizer.prepare(graph, optimizer_on(), backend, beam_width())
     scheduled = time.perf_counter()
     planned = scheduled - start - (sum(vars(compiled.times).values()) if new else 0.0)  # compiling not counted
     realizer.seconds["schedule"] += planned

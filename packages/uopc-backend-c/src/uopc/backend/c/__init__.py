@@ -6,6 +6,7 @@ shared library, through the cache) and `CRuntime` (numpy buffers, and the librar
 """
 
 from uopc.backend.c.backend import C_BACKEND
+from uopc.backend.c.choices import COptsStore, Machine, choice_key, this_machine
 from uopc.backend.c.compiler import (
     DEFAULT_CFLAGS,
     CacheError,
@@ -39,12 +40,14 @@ __all__ = [
     "ArgumentError",
     "CCompiler",
     "CExecutable",
+    "COptsStore",
     "CPlanStore",
     "CRenderer",
     "CRuntime",
     "CacheError",
     "CompileError",
     "KernelWriter",
+    "Machine",
     "Program",
     "RenderError",
     "batch_source",
@@ -52,8 +55,10 @@ __all__ = [
     "build_cached",
     "build_library",
     "c_literal",
+    "choice_key",
     "helper_body",
     "numpy_dtype",
     "render_c",
     "render_kernel",
+    "this_machine",
 ]

@@ -30,8 +30,8 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import Future
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from uopc.ir import UopcError
@@ -210,13 +210,13 @@ def _verified(path: Path, prefix: str = "lib-", suffix: str = ".so") -> bytes | 
     return data if _digest(data) == path.name[len(prefix) : -len(suffix)] else None
 
 
-def store_file(key: str, prefix: str, suffix: str, data: bytes) -> Path:
-    """Write `data` into `key`'s entry as `<prefix><digest><suffix>`, atomically, readable by you alone."""
+def store_file(key: str, prefix: str, suffix: str, data: bytes, mode: int = 0o600) -> Path:
+    """Write `data` into `key`'s entry as `<prefix><digest><suffix>`, atomically, with `mode` (yours alone)."""
     folder, tmp = _build_folder(key)
     with tmp:
         written = Path(tmp.name, "file")
         written.write_bytes(data)
-        written.chmod(0o600)
+        written.chmod(mode)
         final = folder / f"{prefix}{_digest(data)}{suffix}"
         os.replace(written, final)
     evict(folder.parent, keep=final)
@@ -245,6 +245,11 @@ def build_binary(source: str, flags: str | None = None) -> Binary:
 UNIT_BREAK = "/* uopc: unit */"  # a line the renderer writes between parts of a source that compile apart
 
 
+def join_parts(parts: Iterable[str]) -> str:
+    """One source of a header and the parts that compile apart after it, as compile_units splits it again."""
+    return f"\n\n{UNIT_BREAK}\n".join(parts) + "\n"
+
+
 def compile_units(folder: Path, source: str, cc: str, flags: str) -> Path:
     """Build `source` into `folder`/kernel.so. A source made of units (a header, then parts separated by
     UNIT_BREAK lines: a plan's) is built as one translation unit per core, the header followed by a share
@@ -258,10 +263,7 @@ def compile_units(folder: Path, source: str, cc: str, flags: str) -> Path:
         Path(folder, "kernel.c").write_text(source)
         _run_all([([*base, "-shared", "-fPIC", "-o", "kernel.so", "kernel.c", "-lm"], source)], folder, deadline)
         return folder / "kernel.so"
-    shares: list[list[str]] = [[] for _ in range(jobs)]
-    for part in sorted(parts[1:], key=len, reverse=True):  # each part to the share that is shortest so far
-        min(shares, key=lambda share: sum(map(len, share))).append(part)
-    units = ["\n\n".join([parts[0], *share]) + "\n" for share in shares]
+    units = ["\n\n".join([parts[0], *share]) + "\n" for share in shares(parts[1:], jobs)]
     for i, unit in enumerate(units):
         Path(folder, f"unit{i}.c").write_text(unit)
     objects = [([*base, "-fPIC", "-c", "-o", f"unit{i}.o", f"unit{i}.c"], unit) for i, unit in enumerate(units)]
@@ -269,6 +271,14 @@ def compile_units(folder: Path, source: str, cc: str, flags: str) -> Path:
     link = [*base, "-shared", "-fPIC", "-o", "kernel.so", *(f"unit{i}.o" for i in range(jobs)), "-lm"]
     _run_all([(link, source)], folder, deadline)
     return folder / "kernel.so"
+
+
+def shares(parts: list[str], jobs: int) -> list[list[str]]:
+    """`parts` in `jobs` shares of about equal length: gcc spends its time per function, so per character."""
+    out: list[list[str]] = [[] for _ in range(jobs)]
+    for part in sorted(parts, key=len, reverse=True):  # each part to the share that is shortest so far
+        min(out, key=lambda share: sum(map(len, share))).append(part)
+    return [share for share in out if share]
 
 
 def _run_all(commands: list[tuple[list[str], str]], folder: Path, deadline: float) -> None:
@@ -293,6 +303,8 @@ def _run_all(commands: list[tuple[list[str], str]], folder: Path, deadline: floa
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)
                 process.communicate()
+            elif process.stderr is not None:  # done, but not waited for when another one failed first
+                process.stderr.close()
 
 
 def _too_long(cmd: list[str], text: str) -> str:
@@ -354,34 +366,130 @@ def build_library(source: str) -> Path:
 # done (runtime.py), and the plan store keeps it for the next process (store.py). The thread is not a
 # daemon: a process that ends sooner waits for it, so that the cache holds the -O3 library.
 QUICK_LEVEL = "-O0"
+# The quick build's hot kernels (render.HOT_FLOPS) at -O1: they are most of a step's time at -O0.
+HOT_ATTRIBUTE = '-DUOPC_HOT=__attribute__((optimize("O1")))'
 TIERED_MIN_CHARS = 50_000  # below this, -O3 builds in under a CPU second and one build is enough
 BACKGROUND_NICE = 10  # the -O3 build's priority: below the process's own work
 
 
-def quick_flags(source: str, flags: str) -> str | None:
-    """The flags of a quick first build of `source`, or None when one build is enough: a small source, or
-    flags the user chose ($CFLAGS), which are built exactly as asked."""
-    if flags != DEFAULT_CFLAGS or len(source) < TIERED_MIN_CHARS:
+def tiered_build_on() -> bool:
+    """Whether a large source is built in two tiers (quick_flags): UOPC_TIERED=0 builds it once, at the
+    flags' level, so that the first step already runs the optimized kernels (a short run, a benchmark)."""
+    return os.environ.get("UOPC_TIERED", "1") != "0"
+
+
+def quick_flags(chars: int, flags: str) -> str | None:
+    """The flags of a quick first build of a source of `chars` characters, or None when one build is
+    enough: a small source, flags the user chose ($CFLAGS), which are built exactly as asked, or tiers
+    turned off (tiered_build_on)."""
+    if flags != DEFAULT_CFLAGS or chars < TIERED_MIN_CHARS or not tiered_build_on():
         return None
-    return flags.replace("-O3", QUICK_LEVEL)
+    return f"{flags.replace('-O3', QUICK_LEVEL)} {shlex.quote(HOT_ATTRIBUTE)}"
 
 
 class CCompiler:
     """The C backend's compiler: C source to a shared library, through the cache; a large source that is
-    not in the cache yet is built in two tiers (quick_flags)."""
+    not in the cache yet is built in two tiers (quick_flags). Given as parts while a renderer still makes
+    them (compile_parts), the quick tier starts before the last part is written."""
 
     def compile(self, source: Source) -> Binary:
         flags = cflags()
-        quick = quick_flags(source.text, flags)
+        quick = quick_flags(len(source.text), flags)
         if quick is None:
             return build_binary(source.text, flags)
         found = cached_library(cache_key(source.text, compiler(), flags))
         if found is not None:
             return found
-        first = build_binary(source.text, quick)
-        later: Future[Binary] = Future()
-        threading.Thread(target=_build_later, args=(later, source.text, flags), name="uopc-O3-build").start()
-        return dataclasses.replace(first, later=later)
+        return _optimized_later(build_binary(source.text, quick), source.text, flags)
+
+    def compile_parts(self, parts: Iterable[Source]) -> Binary:
+        """The binary of the source that `parts` make (a header, then parts that compile apart: join_parts).
+        Once they add up to a source large enough for tiers, the quick build starts on units of the parts
+        that have arrived (UnitBuild), while the caller makes the next ones; a smaller source, or one whose
+        optimized library is in the cache already, is built or found as `compile` would."""
+        flags, texts, chars = cflags(), [], 0
+        with contextlib.ExitStack() as stack:
+            build: UnitBuild | None = None
+            for part in parts:
+                texts.append(part.text)
+                chars += len(part.text)
+                quick = quick_flags(chars, flags)
+                if build is not None:
+                    build.add(part.text)
+                elif quick is not None:
+                    build = stack.enter_context(UnitBuild(texts[0], quick))
+                    for text in texts[1:]:
+                        build.add(text)
+            source = join_parts(texts)
+            if build is None:
+                return self.compile(Source(source))
+            found = cached_library(cache_key(source, compiler(), flags))
+            return found if found is not None else _optimized_later(build.finish(source), source, flags)
+
+
+UNIT_CHARS = 100_000  # characters of C per unit of a build made as its source arrives: gcc starts in 25 ms
+
+
+class UnitBuild:
+    """A build whose source arrives part by part, the header first: as soon as the parts since the last unit
+    hold UNIT_CHARS characters, the header and they are a translation unit that gcc builds in a thread of
+    its own, while the caller makes the next parts (the thread waits on gcc, which runs on another core).
+    `finish` builds the rest and links the units. Leaving the context waits for the compilers still running
+    and removes the build's folder; the whole build has cc_timeout() seconds."""
+
+    def __init__(self, header: str, flags: str) -> None:
+        self.cc, self.flags, self.header = compiler(), flags, header
+        self.base = [*setting_words("CC", self.cc), *setting_words("CFLAGS", flags), *native_exclusions(self.cc, flags)]
+        self.deadline = time.monotonic() + cc_timeout()
+        self.tmp = tempfile.TemporaryDirectory(prefix="uopc-build-")  # made 0700: yours alone
+        self.pool = ThreadPoolExecutor(len(os.sched_getaffinity(0)), thread_name_prefix="uopc-cc")
+        self.units: list[Future[None]] = []
+        self.waiting: list[str] = []
+        self.chars = 0
+
+    def add(self, part: str) -> None:
+        self.waiting.append(part)
+        self.chars += len(part)
+        if self.chars >= UNIT_CHARS:
+            self._start_unit()
+
+    def _start_unit(self, parts: list[str] | None = None) -> None:
+        """gcc on the header and `parts` (default: the parts waiting, which are then no longer waiting)."""
+        if parts is None:
+            parts, self.waiting, self.chars = self.waiting, [], 0
+        name, unit = f"unit{len(self.units)}", "\n\n".join([self.header, *parts]) + "\n"
+        Path(self.tmp.name, f"{name}.c").write_text(unit)
+        command = [*self.base, "-fPIC", "-c", "-o", f"{name}.o", f"{name}.c"]
+        self.units.append(self.pool.submit(_run_all, [(command, unit)], Path(self.tmp.name), self.deadline))
+
+    def finish(self, source: str) -> Binary:
+        """The library of all the parts, kept in the cache under `source` (their join) and the flags. The
+        parts still waiting are split over the cores: nothing else is left to do but wait for them."""
+        for share in shares(self.waiting, len(os.sched_getaffinity(0))):
+            self._start_unit(share)
+        self.waiting = []
+        for unit in self.units:
+            unit.result()
+        objects = [f"unit{i}.o" for i in range(len(self.units))]
+        link = [*self.base, "-shared", "-fPIC", "-o", "kernel.so", *objects, "-lm"]
+        _run_all([(link, source)], Path(self.tmp.name), self.deadline)
+        data = check_built(Path(self.tmp.name, "kernel.so"), self.cc, self.flags)
+        key = cache_key(source, self.cc, self.flags)
+        return Binary(key, store_file(key, "lib-", ".so", data, mode=0o700), data)
+
+    def __enter__(self) -> UnitBuild:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        self.tmp.cleanup()
+
+
+def _optimized_later(first: Binary, source: str, flags: str) -> Binary:
+    """The quick binary `first`, with the build of `source` at `flags` started in a thread as its `later`."""
+    later: Future[Binary] = Future()
+    threading.Thread(target=_build_later, args=(later, source, flags), name="uopc-O3-build").start()
+    return dataclasses.replace(first, later=later)
 
 
 def _build_later(later: Future[Binary], source: str, flags: str) -> None:

@@ -14,6 +14,7 @@ by another compiler is never loaded.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -46,8 +47,14 @@ def entry_key(plan_key: str) -> str:
 
 
 def _keep(key: str, manifest: Manifest, binary: Binary) -> None:
+    """Keep the plan's entry, replacing one kept before under the same key: a plan compiled again with
+    searched opts (search.py) must be the one a warm start finds, not the one it replaces."""
     record = {"library": binary.key, "manifest": manifest.to_json()}
-    _store_file(entry_key(key), PREFIX, SUFFIX, json.dumps(record).encode())
+    kept = _store_file(entry_key(key), PREFIX, SUFFIX, json.dumps(record).encode())
+    for old in kept.parent.glob(f"{PREFIX}*{SUFFIX}"):
+        if old != kept:
+            with contextlib.suppress(OSError):  # removed by another process meanwhile
+                old.unlink()
 
 
 def _keep_built(key: str, manifest: Manifest, build: Future[Binary]) -> None:
