@@ -8,8 +8,18 @@ from __future__ import annotations
 
 import pytest
 
-from uopc.ir import Ops, UOp, UOpError, dtypes
-from uopc.lower import LowerError, PlanCache, kernel_params, make_plan, materialized, normalize, rangeify
+from uopc.ir import AxisType, Ops, UOp, UOpError, dtypes, linear_terms
+from uopc.lower import (
+    Kernel,
+    LowerError,
+    PlanCache,
+    kernel_params,
+    linearize,
+    make_plan,
+    materialized,
+    normalize,
+    rangeify,
+)
 
 
 def buf(slot: int, *shape: int) -> UOp:
@@ -139,3 +149,38 @@ def test_the_plan_used_least_recently_is_dropped_first() -> None:
     assert not cache.get(graphs[0], opt=False)[1]
     assert cache.get(graphs[1], opt=False)[1]
     assert cache.made == 4
+
+
+def matmul(n: int, transposed: bool) -> UOp:
+    """A @ B, or A @ B.T, of n x n buffers, as Tensor.matmul builds it."""
+    a, b = buf(0, n, n), buf(1, n, n)
+    b_kn = b.permute((1, 0)) if transposed else b
+    products = a.reshape((n, 1, n)).expand((n, n, n)) * b_kn.permute((1, 0)).reshape((1, n, n)).expand((n, n, n))
+    return products.sum([2])
+
+
+def contiguous_per_thread(copy: Kernel, op: Ops) -> bool:
+    """Whether each iteration of the copy's threaded loop, with its opts applied, moves one contiguous run of
+    memory in memory order through its `op` (LOAD or STORE): the loops inside, innermost first, step by 1, then
+    by the trips of the loops inside them."""
+    program = linearize(copy)
+    access = next(u for u in program.uops if u.op is op)
+    strides, _ = linear_terms(access.src[1])
+    loops = [u for u in program.uops if u.op is Ops.RANGE and u.arg.kind is AxisType.LOOP]
+    run = 1
+    for r in reversed(loops):
+        if strides.get(r, 0) != run:
+            return False
+        run *= r.src[0].arg
+    return True
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_the_packing_copy_walks_its_operand_in_memory_order_where_it_can(transposed: bool) -> None:
+    """B stored as (k, n) (A @ B): a thread reads whole rows of B, not 64 floats of each of k rows, one page
+    apart (threaded over the panels, the copy took twice as long). B stored as (n, k) (A @ B.T) is read down
+    its columns whatever the loop order; each thread writes whole panels."""
+    plan = make_plan(normalize([matmul(512, transposed)])[0], pack=True)  # a copy large enough for threads
+    copy, _ = plan.kernels
+    assert copy.opts.thread is not None
+    assert contiguous_per_thread(copy, Ops.STORE if transposed else Ops.LOAD)

@@ -13,7 +13,7 @@ import pytest
 
 from uopc.ir import AxisType, Ops, UOp, dtypes, simplify, substitute
 from uopc.lower import Kernel, LowerError, Opts, apply_opts, choose_opts, linearize, rangeify
-from uopc.lower.opt import TILE_NODES, reduce_strides
+from uopc.lower.opt import STREAM_MIN_BYTES, TILE_NODES, reduce_strides
 
 Gemm = Callable[[int, int, int], UOp]
 
@@ -262,3 +262,45 @@ def test_vectors_are_refused_where_the_renderer_could_not_run_lanes(
 ) -> None:
     with pytest.raises(LowerError, match=message):
         apply_opts(kernel(), opts)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Streaming stores: which outputs lowering lets a renderer write around the cache
+# ---------------------------------------------------------------------------------------------------------
+
+STREAM_FLOATS = STREAM_MIN_BYTES // 4  # the fewest float32 elements an output streams at
+
+
+def streamed(value: UOp, opts: Opts) -> frozenset[int]:
+    """The slots the program of the kernel writing `value` (into the slot after its inputs') may stream."""
+    slot = 1 + max(u.arg.slot for u in value.toposort() if u.op is Ops.BUFFER)
+    return linearize(Kernel("k", kernel_of(value, slot), opts)).streamed
+
+
+def test_a_threaded_output_of_the_threshold_size_streams_and_one_element_less_does_not() -> None:
+    for n, want in ((STREAM_FLOATS, {2}), (STREAM_FLOATS - 1, set())):
+        x, y = UOp.buffer(0, n), UOp.buffer(1, n)
+        assert streamed(x + y, Opts(thread=0)) == want
+    # the threshold counts bytes: float64 reaches it with half the elements
+    x64 = UOp.buffer(0, STREAM_FLOATS // 2, dtypes.float64)
+    assert streamed(x64 * 2.0, Opts(thread=0)) == {1}
+
+
+def test_an_output_streams_only_where_each_thread_writes_one_contiguous_run() -> None:
+    n = STREAM_FLOATS
+    x = UOp.buffer(0, n)
+    assert streamed(x + 1.0, Opts(thread=0)) == {1}
+    assert streamed(x + 1.0, Opts()) == set()  # no threaded loop
+    assert streamed(x * x, Opts(thread=0, vector=(0, 16))) == set()  # stores whole vectors at lane 0's index
+    transposed = UOp.buffer(0, n).reshape((1024, n // 1024)).permute((1, 0))
+    assert streamed(transposed + 1.0, Opts(thread=0)) == set()  # threads run down the columns
+    rows = UOp.buffer(0, 2 * n).reshape((n, 2)).sum([1])
+    assert streamed(rows, Opts(thread=0)) == {1}  # a reduce's output, one value per threaded iteration
+
+
+def test_an_output_the_kernel_also_reads_does_not_stream() -> None:
+    """A block of a streamed output is written after the whole block is computed: a load of the same buffer
+    in that block would read what is not written yet."""
+    n = STREAM_FLOATS
+    updated = rangeify([(UOp.buffer(0, n), UOp.buffer(0, n) * 0.5 + UOp.buffer(1, n))])
+    assert linearize(Kernel("k", updated, Opts(thread=0))).streamed == set()

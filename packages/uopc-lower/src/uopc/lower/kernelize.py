@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from uopc.ir import BufferArg, ConstValue, DType, Ops, UOp, round_to, sink, substitute, toposort
 from uopc.lower.opt import Opts, choose_opts
-from uopc.lower.pack import Packable, pack_kernel, pack_matmul
+from uopc.lower.pack import Packable, copy_opts, pack_kernel, pack_matmul
 from uopc.lower.rangeify import rangeify
 from uopc.lower.stages import BufferSpec, Kernel, Plan, Step
 
@@ -228,7 +228,7 @@ def _schedule_copy(
     slot = p.load.src[0].arg.slot
     buffers.append(BufferSpec(p.load.scalar_dtype, p.size))
     copy = pack_kernel(p)
-    kernels.append(Kernel(_kernel_name(p.blocks, False, names), copy, choose_opts(copy)))
+    kernels.append(Kernel(_kernel_name(p.blocks, False, names), copy, copy_opts(copy)))
     steps.append(Step(len(kernels) - 1, (plan_buffers[slot], len(buffers) - 1)))
     return tuple(len(buffers) - 1 if i == slot else b for i, b in enumerate(plan_buffers))
 

@@ -27,7 +27,7 @@ from uopc.ir import (
     round_to,
     toposort,
 )
-from uopc.lower.opt import apply_opts, strided_axes
+from uopc.lower.opt import apply_opts, streamed_slots, strided_axes
 from uopc.lower.stages import Kernel, LinearProgram
 
 
@@ -272,11 +272,14 @@ def _emit(items: dict[Block, set[UOp]], after: dict[UOp, set[UOp]], order: dict[
 
 def linearize(kernel: Kernel) -> LinearProgram:
     """The arrow from a kernel to its program: the kernel's opts applied, its nodes put in program order, and
-    the reduce axes its loads stride along, which a renderer needs to decide what to vectorize."""
+    the facts a renderer decides by: the reduce axes its loads stride along (what to vectorize) and the
+    outputs it may write around the cache."""
     return linearize_optimized(kernel, apply_opts(kernel.ast, kernel.opts))
 
 
 def linearize_optimized(kernel: Kernel, ast: UOp) -> LinearProgram:
     """linearize's second half: `ast` is the kernel's graph with its opts applied already (the driver times
     the two halves apart)."""
-    return LinearProgram(kernel.name, kernel.params, kernel.written, tuple(linear_order(ast)), strided_axes(ast))
+    order = tuple(linear_order(ast))
+    streamed = streamed_slots(ast)
+    return LinearProgram(kernel.name, kernel.params, kernel.written, order, strided_axes(ast), streamed=streamed)

@@ -263,6 +263,35 @@ def strided_axes(kernel: UOp) -> frozenset[int]:
     return frozenset(r.arg.axis for r, strided in _reduce_loads(kernel) if strided)
 
 
+# An output at least this large is written with streaming stores: twice the L2 caches of the 2-core machine
+# the benchmarks run on (2 MiB each; its L3, shared with other machines, holds little of one kernel's data).
+# Below it, the next kernel reads an output mostly from cache, which a streaming store would have bypassed.
+STREAM_MIN_BYTES = 8 << 20
+
+
+def streamed_slots(kernel: UOp) -> frozenset[int]:
+    """The buffers a renderer may write with streaming (non-temporal) stores, around the cache: those at least
+    STREAM_MIN_BYTES large that the kernel stores into exactly once, at the index of its threaded loop (so each
+    thread writes one contiguous run), and never loads from (a load would read what a store has not written).
+
+    An ordinary store to a line that is not in cache reads the line first (write-allocate), so a kernel that
+    writes n bytes moves 2n; a streaming store moves n. Chapter 13 measures the difference."""
+    nodes = kernel.toposort()
+    loaded = {u.src[0].arg.slot for u in nodes if u.op is Ops.LOAD}
+    stores: dict[int, list[UOp]] = {}
+    for u in nodes:
+        if u.op is Ops.STORE:
+            stores.setdefault(u.src[0].arg.slot, []).append(u)
+    out = set()
+    for slot, (store, *more) in stores.items():
+        index, buffer = store.src[1], store.src[0].arg
+        threaded = index.op is Ops.RANGE and index.arg.kind is AxisType.THREAD
+        large = buffer.size * store.src[2].scalar_dtype.itemsize >= STREAM_MIN_BYTES
+        if threaded and large and not more and slot not in loaded:
+            out.add(slot)
+    return frozenset(out)
+
+
 def _reduce_loads(kernel: UOp) -> list[tuple[UOp, bool]]:
     """(reduce range, whether the load strides along it), for each load and each reduce range that moves it."""
     nodes = kernel.toposort()

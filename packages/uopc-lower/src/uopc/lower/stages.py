@@ -167,13 +167,16 @@ class LinearProgram:
     it), its parameters, and what lowering knows about the program that a renderer may use.
 
     `strided_axes` are the reduce axes along which some load moves by more than one element per iteration
-    (a weight gradient's reduce loop, say): a vector unit would gather those elements one by one."""
+    (a weight gradient's reduce loop, say): a vector unit would gather those elements one by one.
+    `streamed` are the slots it may write with streaming stores, around the cache (opt.streamed_slots): each
+    stored once, at the index of the threaded loop, and never loaded. A renderer may ignore it."""
 
     name: str
     params: tuple[Param, ...]
     written: frozenset[int]  # the slots the program stores into
     uops: tuple[UOp, ...]
     strided_axes: frozenset[int]
+    streamed: frozenset[int] = field(default=frozenset(), kw_only=True)  # a GPU's program adds fields after it
 
     @property
     def signature(self) -> Signature:

@@ -219,6 +219,7 @@ class _CWriter(KernelWriter):
         self.fuse = fused_products(program)
         self.laned: dict[UOp, list[tuple[UOp, str]]] = {}  # a loop split into lanes -> its sums and their names
         self.vectors = vector_values(program.uops)
+        self.streamed = {p.slot: p.dtype for p in program.params if p.slot in program.streamed}
 
     def alu(self, u: UOp) -> str:
         operands = [self.expr[s] for s in u.src]
@@ -276,7 +277,7 @@ class _CWriter(KernelWriter):
             if u.src[2].dtype is dtypes.bfloat16:
                 self.helpers |= {k: BF16_HELPERS[k] for k in ("bf16_round", "bf16_store")}
                 value = f"bf16_store({value})"
-            self.line(f"{self.expr[u.src[0]]}[{self.expr[u.src[1]]}] = {value};")
+            self.line(f"{self.store_target(u)} = {value};")
         elif u.op is Ops.DEFINE_ACC:
             self.value(u, self.expr[u.src[0]], "acc")
         elif u.op is Ops.ACCUMULATE:
@@ -333,6 +334,9 @@ class _CWriter(KernelWriter):
         return self.alu(UOp(u.arg, u.dtype, (u.src[0], u.src[1])))
 
     def range(self, r: UOp) -> None:
+        if r.arg.kind is AxisType.THREAD and self.streamed:
+            self.stream_range(r)
+            return
         prefix = {AxisType.REDUCE: "ridx", AxisType.THREAD: "tidx"}.get(r.arg.kind, "idx")
         name, end, index = f"{prefix}{r.arg.axis}", self.expr[r.src[0]], c_type(r.scalar_dtype)
         if r.arg.kind is AxisType.THREAD:
@@ -354,6 +358,9 @@ class _CWriter(KernelWriter):
 
     def end_range(self, r: UOp) -> None:
         """Close a loop; after a loop split into lanes, add each sum's lanes into its accumulator."""
+        if r.arg.kind is AxisType.THREAD and self.streamed:
+            self.end_stream_range(r)
+            return
         sums = self.laned.pop(r, [])
         for _ in range(2 if sums else 1):
             self.depth -= 1
@@ -367,6 +374,62 @@ class _CWriter(KernelWriter):
                 self.helpers[helper] = f"static inline {c_type(dt)} {helper}(const {c_type(dt)} l[{SUM_LANES}]) "
                 self.helpers[helper] += f"{{ return {total}; }}"
             self.line(f"{name} = {self.add(name, f'{helper}({name}_lanes)', dt)};")
+
+    # Streaming stores (LinearProgram.streamed) write whole vectors around the cache, at addresses aligned to
+    # the vector, and gcc emits them only where the C names the instruction. So the threaded loop runs in
+    # blocks of STREAM_BLOCK iterations: a block computes its values as an ordinary loop, which gcc vectorizes
+    # as before, into a buffer on the thread's stack (in L1), and stream_out writes the buffer out. The values
+    # are those of the ordinary loop, bit for bit: only the way they reach memory changes. The blocks start
+    # where the first streamed buffer is aligned to 64 bytes (a first short block runs up to there), and are
+    # small, so that a thread's loads and its streaming stores overlap (measured: blocks of 4096 floats, or
+    # blocks not aligned, ran at 80% of a loop that streams its stores as it computes them). Streaming stores
+    # are weakly ordered, so each thread fences them (stream_fence) before OpenMP's barrier lets another
+    # thread, or the next kernel, read the output.
+    def stream_range(self, r: UOp) -> None:
+        """Open a threaded loop whose streamed outputs are written a block at a time."""
+        name, end, index = f"tidx{r.arg.axis}", self.expr[r.src[0]], c_type(r.scalar_dtype)
+        first = f"data{min(self.streamed)}"
+        self.helpers["stream_out"] = STREAM_HELPERS
+        self.line("#pragma omp parallel")
+        self.line("{")
+        self.depth += 1
+        self.line(f"long long {name}_head = (-(__UINTPTR_TYPE__){first} & 63) / sizeof {first}[0];")
+        self.line(f"long long {name}_blocks = ({end} - {name}_head + {STREAM_BLOCK - 1}) / {STREAM_BLOCK};")
+        self.line("#pragma omp for nowait")
+        self.line(f"for (long long {name}_block = 0; {name}_block <= {name}_blocks; {name}_block++) {{")
+        self.depth += 1
+        for slot, dt in self.streamed.items():
+            self.line(f"{c_storage_type(dt)} data{slot}_block[{STREAM_BLOCK}] __attribute__((aligned(64)));")
+        start = f"{name}_head + ({name}_block - 1) * {STREAM_BLOCK}"
+        stop = f"{name}_head + {name}_block * {STREAM_BLOCK}"
+        self.line(f"{index} {name}_start = {name}_block ? {start} : 0;")  # the index type: gcc vectorizes the loop
+        self.line(f"{index} {name}_end = {stop} < {end} ? {stop} : {end};")
+        self.line(f"for ({index} {name} = {name}_start; {name} < {name}_end; {name}++) {{")
+        self.depth += 1
+        self.expr[r] = name
+
+    def end_stream_range(self, r: UOp) -> None:
+        """Close a block, stream its buffers out, and fence the thread's streaming stores after its last block."""
+        name = self.expr[r]
+        self.depth -= 1
+        self.line("}")
+        for slot in self.streamed:
+            size = f"({name}_end - {name}_start) * sizeof data{slot}_block[0]"
+            self.line(f"stream_out(data{slot} + {name}_start, data{slot}_block, {size});")
+        self.depth -= 1
+        self.line("}")
+        self.line("stream_fence();")
+        self.depth -= 1
+        self.line("}")
+
+    def store_target(self, u: UOp) -> str:
+        """Where a scalar STORE writes: its buffer, or for a streamed buffer, the block buffer it goes out from."""
+        buffer, index = self.expr[u.src[0]], self.expr[u.src[1]]
+        if u.src[0].arg.slot not in self.streamed:
+            return f"{buffer}[{index}]"
+        if u.src[1].op is not Ops.RANGE or u.src[1].arg.kind is not AxisType.THREAD:
+            raise RenderError(f"a streamed store to {buffer} must be at the threaded loop's index, not at {index}")
+        return f"{buffer}_block[{index} - {index}_start]"
 
     def lanes_total(self, lanes: str, dt: DType) -> str:
         """The lanes added pairwise, in a fixed order: ((l[0]+l[1])+(l[2]+l[3]))+((l[4]+l[5])+(l[6]+l[7]))."""
@@ -415,6 +478,33 @@ class _CWriter(KernelWriter):
         if trips < SIMD_MIN_TRIPS or trips % SUM_LANES:
             return []
         return [u.src[0] for u in updates]
+
+
+STREAM_BLOCK = 256  # iterations a thread computes into its stack buffer before it streams them out
+
+# stream_out copies `bytes` bytes with the widest streaming store the machine has (AVX-512's 64 bytes, else
+# SSE's 16), from the first address aligned to it; the bytes before it and after the last whole vector are
+# copied as bytes. gcc's builtins are named, as for fma (clang spells them differently: it gets the copy).
+STREAM_HELPERS = """static inline void stream_out(void* restrict dst, const void* restrict src, long bytes) {
+  char* d = dst;
+  const char* s = src;
+  long i = 0;
+#if defined(__AVX512F__) && !defined(__clang__)
+  typedef float v __attribute__((vector_size(64), aligned(1), may_alias));
+  for (; i < bytes && ((__UINTPTR_TYPE__)(d + i) & 63); i++) d[i] = s[i];
+  for (; i + 64 <= bytes; i += 64) __builtin_ia32_movntps512((float*)(d + i), *(const v*)(s + i));
+#elif defined(__SSE__) && !defined(__clang__)
+  typedef float v __attribute__((vector_size(16), aligned(1), may_alias));
+  for (; i < bytes && ((__UINTPTR_TYPE__)(d + i) & 15); i++) d[i] = s[i];
+  for (; i + 16 <= bytes; i += 16) __builtin_ia32_movntps((float*)(d + i), *(const v*)(s + i));
+#endif
+  for (; i < bytes; i++) d[i] = s[i];
+}
+static inline void stream_fence(void) {
+#if defined(__SSE__) && !defined(__clang__)
+  __builtin_ia32_sfence();
+#endif
+}"""
 
 
 def vector_type(lanes: int) -> str:
@@ -487,6 +577,8 @@ def _attributes(program: LinearProgram) -> str:
     options = []
     if no_loop_vectorize(program):
         options.append("no-tree-loop-vectorize")
+    if program.streamed:  # a block that copies its input is a vector loop, not a call of memcpy per block
+        options.append("no-tree-loop-distribute-patterns")
     quoted = ", ".join(f'"{o}"' for o in options)
     hot = "UOPC_HOT " if program.flops >= HOT_FLOPS else ""
     return hot + (f"__attribute__((optimize({quoted}))) " if options else "")
@@ -595,7 +687,7 @@ def batch_parts(programs: Iterable[LinearProgram], steps: Sequence[Step]) -> Ite
     for k in programs:
         _check_name(k.name, written_as)
         arrived.append(k)
-        same = (k.uops, k.params, k.written, k.strided_axes)
+        same = (k.uops, k.params, k.written, k.strided_axes, k.streamed)
         if same in first:
             written_as[k.name] = first[same]
             continue
