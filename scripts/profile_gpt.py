@@ -95,6 +95,8 @@ def slowest_kernels(step: Callable[[], None], count: int) -> list[tuple[str, flo
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    # the steady state is profiled: without this, the first steps would run the quick tier's (-O0) kernels
+    os.environ.setdefault("UOPC_TIERED", "0")
     preset = PRESETS[args.preset]
     Tensor.manual_seed(0)
     rng = np.random.default_rng(0)

@@ -9,8 +9,8 @@ kernel's time is its median over them. Its work is the floating-point operations
 traffic is the bytes of every buffer it reads or writes, counted once: the least it has to move, so its
 arithmetic intensity (work / traffic) is an upper bound and its point is never left of where it belongs.
 
-The two roofs are measured in the same run, before uopc starts its threads (the pools must not spin against
-each other, see /work/shared/SPEED.md): the compute roof is numpy's 1024 x 1024 float32 matmul on all threads
+The roofs are measured in the same run, after uopc's kernels and a pause (the two thread pools must not spin
+against each other, see /work/shared/SPEED.md): the compute roof is numpy's 1024 x 1024 float32 matmul on all threads
 (OpenBLAS, as close to the FMA units' peak as C gets here), the memory roof numpy's copy of a 64 MiB array,
 counted as bytes read plus bytes written per second, on one thread. A kernel under both roofs by far is paying
 for something neither explains: the call, starting the threads, a loop too short to fill the vectors.
@@ -19,6 +19,7 @@ for something neither explains: the call, starting the threads, a loop too short
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -89,9 +90,7 @@ def measure_roofs(repeats: int = 9) -> Roofs:
         start = time.perf_counter()
         a @ b
         matmul.append(2 * 1024**3 / (time.perf_counter() - start) / 1e9)
-    found = Roofs(statistics.median(matmul), copy_rate(0.25, 50 * repeats, rng), copy_rate(64, repeats, rng))
-    time.sleep(1.0)  # OpenBLAS's workers spin a while after a call; let them sleep before uopc's start
-    return found
+    return Roofs(statistics.median(matmul), copy_rate(0.25, 50 * repeats, rng), copy_rate(64, repeats, rng))
 
 
 def step_bytes(plan: Plan, index: int) -> int:
@@ -193,8 +192,11 @@ def table(kernels: list[KernelRun], roofs: Roofs) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    roofs = measure_roofs()
+    # the step's kernels are timed right after they are built: without this, the quick tier's (-O0) would be
+    os.environ.setdefault("UOPC_TIERED", "0")
     kernels = measure(args.runs)
+    time.sleep(1.0)  # libgomp's threads spin a while after a parallel loop; let them sleep before numpy's
+    roofs = measure_roofs()
     working = sum(1 for k in kernels if k.flops)
     title = f"One GPT-like training step: {working} of its {len(kernels)} kernels do arithmetic (median of {args.runs})"
     text = f"{title}\n\n{table(kernels, roofs)}\n"
