@@ -170,6 +170,9 @@ def table(results: dict[tuple[str, int], dict[str, float]], forms: list[str], le
 
 
 def main() -> None:
+    # kernels are timed right after they are built: without this, a background gcc -O3 (the tiered build)
+    # would share the cores with the timing, and the first runs would be the quick tier's
+    os.environ.setdefault("UOPC_TIERED", "0")
     if sys.argv[1:2] == ["--child"]:
         form, length, repeats, backward = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1"
         print(json.dumps(child(form, length, repeats, backward)))

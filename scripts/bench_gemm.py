@@ -212,6 +212,9 @@ def layouts(sizes: list[int], repeats: int, unpacked: bool, beam: int) -> list[s
 
 
 def main() -> None:
+    # kernels are timed right after they are built: without this, a background gcc -O3 (the tiered build)
+    # would share the cores with the timing, and the first runs would be the quick tier's
+    os.environ.setdefault("UOPC_TIERED", "0")
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ladder-size", type=positive_int, default=1024, help="n of the ladder's matmul")
     parser.add_argument("--sizes", type=positive_int, nargs="+", default=[256, 512, 1024, 2048])
