@@ -155,19 +155,25 @@ def measure(runs: int) -> list[KernelRun]:
 def draw(ax: Axes, kernels: list[KernelRun], roofs: Roofs) -> None:
     """Each kernel that does arithmetic at (intensity, GFLOP/s) under the roofs, coloured by part, shaped by kind."""
     x = np.logspace(-3, 3, 200)
+    roof_lines: list[Artist] = []
     for bandwidth, label, style in [(roofs.cache, "copy in L2", "-"), (roofs.memory, "copy to memory", "--")]:
-        ax.plot(x, np.minimum(roofs.compute, bandwidth * x), color="black", lw=1.1, ls=style)
-        ax.text(2e-3, bandwidth * 2e-3 * 1.35, f"numpy {label}: {bandwidth:.0f} GB/s", fontsize=8, rotation=30)
-    ax.text(20, roofs.compute * 1.15, f"numpy matmul: {roofs.compute:.0f} GFLOP/s", fontsize=8)
+        roof_lines += ax.plot(
+            x,
+            np.minimum(roofs.compute, bandwidth * x),
+            color="black",
+            lw=1.1,
+            ls=style,
+            label=f"roof: numpy {label}, {bandwidth:.0f} GB/s, and matmul, {roofs.compute:.0f} GFLOP/s",
+        )
     for k in kernels:
         if k.flops:  # a copy has no place on a roofline
             ax.scatter(k.intensity, k.gflops, s=22, marker=KIND_MARKERS[k.kind], color=PHASE_COLOURS[k.part])
     ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP per byte moved, at least)")
     ax.set(ylabel="GFLOP/s", xlim=(1e-3, 1e3), ylim=(1e-3, roofs.compute * 3))
     ax.grid(True, which="major", lw=0.3)
-    legend: list[Artist] = [Patch(color=c, label=p) for p, c in PHASE_COLOURS.items()]
+    legend: list[Artist] = [*roof_lines, *(Patch(color=c, label=p) for p, c in PHASE_COLOURS.items())]
     legend += [Line2D([], [], ls="", marker=m, color="0.3", label=k) for k, m in KIND_MARKERS.items()]
-    ax.legend(handles=legend, loc="lower right", fontsize=8)
+    ax.legend(handles=legend, loc="lower right", fontsize=7)
 
 
 def table(kernels: list[KernelRun], roofs: Roofs) -> str:
