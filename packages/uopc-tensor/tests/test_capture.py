@@ -164,6 +164,7 @@ def test_random_numbers_made_inside_the_step_are_refused() -> None:
         forward(x)
 
 
+@pytest.mark.c_backend  # the attention kernels run on C only (test_flash_attention.py)
 @pytest.mark.parametrize("kernel", ["online", "tiled"])
 def test_a_kernel_written_in_uops_is_refused_by_name_not_taken_for_python_data(kernel: str) -> None:
     """run_kernel's launches are not recorded: its output was once blamed on "Python data" inside the step."""
