@@ -1167,10 +1167,11 @@ class Tensor(_CastMethods, OpMixin["Scalar | np.generic[Any]"]):
         return (self <= zero).where(zero, (self >= six).where(six, self))
 
     def hardswish(self) -> Tensor:
-        """x relu6(x + 3) / 6, written piece by piece so that the gradient at -3 and 3 is PyTorch's."""
+        """x relu6(x + 3) / 6, written piece by piece so that the gradient at -3 and 3 is PyTorch's: the
+        outer pieces own the ends (0 at -3, 1 at 3), where the pieces' values agree."""
         x, out = self._float_math()
         xc = x.clip(-3.0, 3.0)  # the middle piece sees no infinity, whose gradient there would be 0 * inf
-        return (x < -3.0).where(x * 0.0, (x <= 3.0).where(xc * (xc + 3.0) / 6.0, x)).cast(out)
+        return (x <= -3.0).where(x * 0.0, (x < 3.0).where(xc * (xc + 3.0) / 6.0, x)).cast(out)
 
     # ---- more reductions ----
     def prod(self, axis: AxisArg = None, keepdim: bool = False) -> Tensor:
