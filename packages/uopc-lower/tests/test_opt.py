@@ -244,6 +244,22 @@ def test_vector_then_upcast_tiles_vectors() -> None:
     assert count(opted, Ops.STORE) == 4 and sorted(stored_indices(opted)) == list(range(128))
 
 
+
+def test_a_memo_shared_by_the_kernels_of_a_plan_changes_no_kernel(gemm: Gemm) -> None:
+    # kernels over the same loops share index expressions, which the memo keeps simplified between them;
+    # every kind of opt that simplifies, and the same kernel twice (all of it in the memo the second time)
+    work = [
+        (_float_matmul(4, 5, 32), Opts(vector=(1, 8), upcast={0: 2, 1: 2})),
+        (gemm_kernel(gemm, 4, 8, 6), Opts(upcast={0: 2, 1: 3}, unroll={2: 2}, thread=1)),
+        (gemm_kernel(gemm, 4, 8, 6), Opts(upcast={1: 6}, unroll={2: 4})),
+        (kernel_of(ELEMENTWISE, 1), Opts(upcast={0: 2, 1: 6})),
+        (gemm_kernel(gemm, 4, 8, 6), Opts(upcast={0: 2, 1: 3}, unroll={2: 2}, thread=1)),
+    ]
+    alone = [apply_opts(kernel, opts) for kernel, opts in work]
+    memo: dict[UOp, UOp] = {}
+    assert [apply_opts(kernel, opts, memo) for kernel, opts in work] == alone
+    assert memo  # the memo was used, not ignored
+
 COLUMNS = UOp.buffer(0, 32).reshape((4, 8))
 
 

@@ -116,9 +116,11 @@ def _linear_programs(
     opts are applied once per distinct graph and opts and the result linearized once: a model's repeated
     layers make the same kernels again (the GPT step's 159 kernels are 100 distinct ones), and nodes are
     hash-consed, so equal graphs are one object and the lookups are by identity; a repeat is only renamed.
-    The memo lives as long as this walk over one plan."""
+    The opts of all the kernels share one simplify memo (apply_opts). The memos live as long as this walk
+    over one plan."""
     optimized: dict[tuple[object, ...], UOp] = {}
     linear: dict[UOp, LinearProgram] = {}
+    simplified: dict[UOp, UOp] = {}
     for k in kernels:
         if backend.linearize is not None:  # its arrow chooses and applies its opts as it linearizes
             with clock.stage("linearize"):
@@ -127,7 +129,7 @@ def _linear_programs(
             key = (k.ast, *k.opts.key())
             with clock.stage("opts"):
                 if key not in optimized:
-                    optimized[key] = apply_opts(k.ast, k.opts)
+                    optimized[key] = apply_opts(k.ast, k.opts, simplified)
             ast = optimized[key]
             with clock.stage("linearize"):
                 if ast not in linear:
