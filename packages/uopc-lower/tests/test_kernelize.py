@@ -110,7 +110,6 @@ def test_plans_are_cached_by_structure_not_by_buffer() -> None:
     assert len(plan.kernels) == 1
 
 
-
 def test_a_plan_made_and_dropped_leaves_no_node_alive() -> None:
     # make_plan's memos (each group's lowered kernel, simplified index expressions) live as long as the
     # call: module-wide caches kept up to 1024 kernels and 16384 expressions of plans long dropped

@@ -244,7 +244,6 @@ def test_vector_then_upcast_tiles_vectors() -> None:
     assert count(opted, Ops.STORE) == 4 and sorted(stored_indices(opted)) == list(range(128))
 
 
-
 def test_a_memo_shared_by_the_kernels_of_a_plan_changes_no_kernel(gemm: Gemm) -> None:
     # kernels over the same loops share index expressions, which the memo keeps simplified between them;
     # every kind of opt that simplifies, and the same kernel twice (all of it in the memo the second time)
@@ -259,6 +258,7 @@ def test_a_memo_shared_by_the_kernels_of_a_plan_changes_no_kernel(gemm: Gemm) ->
     memo: dict[UOp, UOp] = {}
     assert [apply_opts(kernel, opts, memo) for kernel, opts in work] == alone
     assert memo  # the memo was used, not ignored
+
 
 COLUMNS = UOp.buffer(0, 32).reshape((4, 8))
 

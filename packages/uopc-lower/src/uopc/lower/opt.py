@@ -299,11 +299,12 @@ def _reduce_loads(kernel: UOp) -> list[tuple[UOp, bool]]:
     """(reduce range, whether the load strides along it), for each load and each reduce range that moves it."""
     nodes = kernel.toposort()
     reduces = {u for u in nodes if u.op is Ops.RANGE and u.arg.kind in (AxisType.REDUCE, AxisType.UNROLL)}
-    inside: dict[UOp, frozenset[UOp]] = {}  # node -> the reduce ranges it is computed from
-    for u in nodes:
+    loads = [u for u in nodes if u.op is Ops.LOAD]
+    inside: dict[UOp, frozenset[UOp]] = {}  # node of an index -> the reduce ranges it is computed from
+    for u in toposort(sink(*(load.src[1] for load in loads))) if loads else ():  # indices, not values: fewer
         inside[u] = frozenset([u]) if u in reduces else frozenset().union(*(inside[s] for s in u.src))
     out = []
-    for load in (u for u in nodes if u.op is Ops.LOAD):
+    for load in loads:
         terms, _ = linear_terms(load.src[1])
         for r in reduces:
             stride = terms.get(r, 0)

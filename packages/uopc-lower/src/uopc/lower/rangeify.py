@@ -48,7 +48,7 @@ class LowerError(UopcError, ValueError):
     """A shaped graph rangeify cannot lower: an op with no meaning in a kernel, or outputs that disagree."""
 
 
-def flat_index(idx: Index, shape: Sequence[int], memo: Memo) -> UOp:
+def flat_index(idx: Index, shape: Sequence[int], memo: Memo | None = None) -> UOp:
     """The row-major offset of element `idx` of an array of `shape`, in the integer type of `idx`."""
     flat = UOp.const(0, idx[0].scalar_dtype if idx else WIDE_INDEX)
     for i, s in zip(idx, shape, strict=True):
@@ -56,7 +56,7 @@ def flat_index(idx: Index, shape: Sequence[int], memo: Memo) -> UOp:
     return simplify(flat, memo)
 
 
-def unflat_index(flat: UOp, shape: Sequence[int], memo: Memo) -> Index:
+def unflat_index(flat: UOp, shape: Sequence[int], memo: Memo | None = None) -> Index:
     """The inverse of `flat_index`: the index in `shape` of the element at offset `flat`."""
     out: list[UOp] = []
     stride = prod(shape)
@@ -66,9 +66,9 @@ def unflat_index(flat: UOp, shape: Sequence[int], memo: Memo) -> Index:
     return tuple(out)
 
 
-def source_index(m: UOp, idx: Index, valid: UOp, memo: Memo) -> tuple[Index, UOp]:
+def source_index(m: UOp, idx: Index, valid: UOp, memo: Memo | None = None) -> tuple[Index, UOp]:
     """The index into m's source that element `idx` of movement op `m` reads, and when that read is valid
-    (each simplified, with `memo`)."""
+    (each simplified, with simplify's `memo` if one is given)."""
     shape, arg = m.src[0].shape, m.arg
     if m.op is Ops.RESHAPE:
         return unflat_index(flat_index(idx, m.shape, memo), shape, memo), valid
@@ -93,9 +93,9 @@ class Rangeify:
     """Lowers the nodes of one kernel; numbers its loops; remembers each (node, index, valid) it built, and
     (in `memo`, which may outlive it) each node it simplified."""
 
-    def __init__(self, first_reduce_axis: int, memo: Memo) -> None:
+    def __init__(self, first_reduce_axis: int, memo: Memo | None = None) -> None:
         self.next_axis = first_reduce_axis
-        self.memo = memo
+        self.memo = {} if memo is None else memo
         self.built: dict[Job, UOp] = {}
         self.children: dict[Job, list[Job]] = {}
 
