@@ -27,7 +27,7 @@ from typing import TypeVar
 import uopc.ir
 from uopc.ir import UOp, to_uir
 from uopc.lower.backend import Backend, Executable, PartsCompiler, PartsRenderer
-from uopc.lower.kernelize import make_plan
+from uopc.lower.kernelize import collector_paused, make_plan
 from uopc.lower.linearize import linearize, linearize_optimized
 from uopc.lower.opt import apply_opts
 from uopc.lower.rangeify import LowerError
@@ -74,6 +74,7 @@ class CompiledPlan:
         return self.make_source(self.programs)
 
 
+@collector_paused()  # as make_plan, for the same reason
 def compile_plan(plan: Plan, backend: Backend, key: str | None = None, beam: int | None = None) -> CompiledPlan:
     """Linearize every kernel of `plan` (as `backend` linearizes, if it brings its own arrow), then render,
     compile and load them with `backend`'s three parts; with a `key` (plan_key) and a backend that has a plan
