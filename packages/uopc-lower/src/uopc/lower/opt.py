@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 
 from uopc.ir import (
@@ -86,7 +87,13 @@ def upcast_tile(kernel: UOp, factors: dict[int, int], memo: dict[UOp, UOp] | Non
     """Upcast several output axes at once (axis -> factor): each statement is copied once per position of
     its register tile, the positions in row-major order of the axes; copy k of a range r of size n*m reads
     `outer * n + k` for it, where `outer` is the new loop of m iterations (the constant k if m is 1).
-    `memo` is simplify's (see apply_opts)."""
+    `memo` is simplify's (see apply_opts): each copy of a node is simplified as it is made, its sources
+    simplified before it, as one simplify of the whole tile would, without making the copy twice."""
+    known: dict[UOp, UOp] = {} if memo is None else memo
+
+    def simplified(u: UOp) -> UOp:
+        return known[u] if u in known else simplify(u, known)
+
     values: dict[UOp, list[UOp]] = {}  # each upcast range -> its replacement in copy 0, 1, ...
     outers: dict[UOp, UOp] = {}
     for axis, n in sorted(factors.items()):
@@ -105,19 +112,24 @@ def upcast_tile(kernel: UOp, factors: dict[int, int], memo: dict[UOp, UOp] | Non
         ranges = [x for x in ranges if x.src[0].arg > 1 or x not in outers.values()]
         positions = list(itertools.product(*(range(len(values[r])) for r in tiled)))
         tile = {r: [values[r][p[i]] for p in positions] for i, r in enumerate(tiled)}
-        out += [stmt.end(*ranges) if ranges else stmt for stmt in copies(end.src[0], tile, len(positions))]
-    return simplify(sink(*out), memo)
+        out += [stmt.end(*ranges) if ranges else stmt for stmt in copies(end.src[0], tile, len(positions), simplified)]
+    return simplify(sink(*out), known)
 
 
-def copies(root: UOp, values: dict[UOp, list[UOp]], count: int) -> list[UOp]:
-    """`root` `count` times, node `r` replaced by values[r][i] in copy i. One walk over the graph: a node
-    that depends on none of the replaced nodes is shared by all the copies (hash consing would make the
-    copies of it one node anyway; the walk does not build them)."""
+def copies(
+    root: UOp, values: dict[UOp, list[UOp]], count: int, finish: Callable[[UOp], UOp] = lambda u: u
+) -> list[UOp]:
+    """`root` `count` times, node `r` replaced by values[r][i] in copy i, and each new node passed through
+    `finish` (upcast_tile's simplifies it). One walk over the graph: a node that depends on none of the
+    replaced nodes is shared by all the copies (hash consing would make the copies of it one node anyway;
+    the walk does not build them)."""
     copied: dict[UOp, list[UOp]] = dict(values)
     for u in toposort(root):
         if u in copied or not any(s in copied for s in u.src):
             continue
-        copied[u] = [u.replace(src=tuple(copied[s][i] if s in copied else s for s in u.src)) for i in range(count)]
+        copied[u] = [
+            finish(u.replace(src=tuple(copied[s][i] if s in copied else s for s in u.src))) for i in range(count)
+        ]
     return copied.get(root, [root] * count)
 
 
