@@ -182,8 +182,8 @@ def collector_paused() -> Iterator[None]:
 
     Making a plan allocates a hundred thousand objects (nodes, their sources, memo entries), nearly all of
     them kept: hash consing shares the nodes, and the plan holds its kernels. The collector runs every 700
-    allocations and walks the young objects again and again as they age, finding no garbage: a seventh of
-    the CPU time of a GPT step's planning (notes 121). A cycle made meanwhile waits for the next collection."""
+    allocations and walks the young objects again and again as they age, finding no garbage: a sixth of
+    the CPU time of a GPT step's first step (notes 121). A cycle made meanwhile waits for the next collection."""
     was_on = gc.isenabled()
     gc.disable()
     try:
