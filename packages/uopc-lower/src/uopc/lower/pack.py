@@ -23,7 +23,7 @@ PANEL = 32  # columns of B per panel: one register tile's width, 2 vectors of 16
 LANES = 16  # floats in one vector register of AVX-512
 # rows of A per register tile: 8 x 2 vector accumulators. Each step of k loads B's 2 vectors and 8 floats of
 # A for 16 FMAs; a 4 x 64 tile (4 x 4 accumulators) loads 4 vectors for as many, twice B's traffic from L2:
-# bench_gemm.py, 1024 and 512, one thread, 0.83-0.87x numpy against 0.72-0.75x (notes 125)
+# 1024 and 512, one thread, CPU time, numpy in the same rounds: 0.83-0.87x numpy against 0.72-0.75x (chapter 13)
 TILE_ROWS = 8
 # multiply-adds (m n k) from which a matmul is packed: 128^3. bench_gemm.py --compare-unpacked, all three
 # layouts, on a loaded 2-core machine: packed ran 0.9-1.05x the unpacked plan's speed at 64^3, 1.2x and more
