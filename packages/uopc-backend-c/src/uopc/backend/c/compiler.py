@@ -551,7 +551,7 @@ def cache_max_bytes() -> int:
     return int(megabytes * 2**20)
 
 
-CACHED_KINDS = ("lib-*.so", "plan-*.json", "opts-*.json")  # libraries, kept plans (store.py), searched opts (choices.py)
+CACHED_KINDS = ("lib-*.so", "plan-*.json", "opts-*.json")  # libraries, plans (store.py), searched opts (choices.py)
 
 
 def evict(bucket: Path, keep: Path) -> None:
