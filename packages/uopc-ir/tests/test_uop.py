@@ -345,6 +345,17 @@ def test_toposort_lists_every_node_once_after_its_sources() -> None:
     assert set(order) == seen
 
 
+def test_toposort_keeps_the_order_and_hands_out_copies() -> None:
+    i = range_(4, 0)
+    root = sink(i * 3 + 1, i * 3)
+    first = toposort(root)
+    first.append(UOp.const(7))  # a caller's list is its own: changing it changes nothing kept
+    second = root.toposort()
+    assert second == first[:-1] and second is not first
+    assert toposort(root, lambda u: u.src) == second  # the kept order is the order a walk finds
+    assert toposort(i * 3) == [UOp.const(4, dtypes.index), i, UOp.const(3, dtypes.index), i * 3]
+
+
 def test_toposort_enter_chooses_the_sources_to_follow() -> None:
     body = param(0) * 2
     c = call("f", body, UOp.const(3) + 4)

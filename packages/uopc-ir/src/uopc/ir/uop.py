@@ -131,7 +131,7 @@ class UOp(OpMixin[ConstValue]):
     The lookup table holds its nodes weakly: a node nothing refers to is freed.
     """
 
-    __slots__ = ("__weakref__", "_bounds", "arg", "dtype", "op", "shape", "src")
+    __slots__ = ("__weakref__", "_bounds", "_order", "arg", "dtype", "op", "shape", "src")
     _cache: ClassVar[weakref.WeakValueDictionary[tuple[Any, ...], UOp]] = weakref.WeakValueDictionary()
 
     op: Ops
@@ -140,6 +140,7 @@ class UOp(OpMixin[ConstValue]):
     arg: Any
     shape: Shape
     _bounds: tuple[ConstValue, ConstValue] | None
+    _order: tuple[UOp, ...] | None  # toposort's answer, kept: a node never changes, so neither does its order
 
     def __new__(cls, op: Ops, dtype: AnyDType, src: Sequence[UOp] = (), arg: Any = None) -> UOp:
         src = tuple(src)
@@ -148,7 +149,7 @@ class UOp(OpMixin[ConstValue]):
         if found is not None:
             return found
         self = object.__new__(cls)
-        self.op, self.dtype, self.src, self.arg, self._bounds = op, dtype, src, arg, None
+        self.op, self.dtype, self.src, self.arg, self._bounds, self._order = op, dtype, src, arg, None, None
         self.shape = check_node(self)
         UOp._cache[key] = self
         return self
@@ -341,8 +342,18 @@ def stack(*elements: UOp | ConstValue) -> UOp:
 def toposort(root: UOp, enter: Callable[[UOp], Iterable[UOp]] | None = None) -> list[UOp]:
     """Every node reachable from `root`, each after its sources; iterative, so depth does not matter.
 
-    `enter(u)` chooses which sources of `u` to follow (all of them by default).
+    `enter(u)` chooses which sources of `u` to follow (all of them by default). The default order is kept on
+    `root`: the passes of a plan ask for the order of one kernel many times (to find a range, the loads, the
+    stores, the tile's size), and a new list of the kept nodes costs a copy, not a walk.
     """
+    if enter is None:
+        if root._order is None:
+            root._order = tuple(_walk(root, None))
+        return list(root._order)
+    return _walk(root, enter)
+
+
+def _walk(root: UOp, enter: Callable[[UOp], Iterable[UOp]] | None) -> list[UOp]:
     order: list[UOp] = []
     visited: set[UOp] = set()
     stack: list[tuple[UOp, bool]] = [(root, False)]
@@ -365,10 +376,10 @@ def substitute(root: UOp, mapping: dict[UOp, UOp], enter_calls: bool = True) -> 
     """`root` with every node in `mapping` replaced; with `enter_calls=False`, CALL bodies are kept as they are."""
 
     def enter(u: UOp) -> Iterable[UOp]:
-        return u.src[1:] if u.op is Ops.CALL and not enter_calls else u.src
+        return u.src[1:] if u.op is Ops.CALL else u.src
 
     new: dict[UOp, UOp] = {}
-    for u in toposort(root, enter):
+    for u in toposort(root, None if enter_calls else enter):
         if u in mapping:
             new[u] = mapping[u]
             continue
