@@ -118,9 +118,9 @@ def test_the_quick_build_starts_on_the_first_parts_while_later_ones_are_still_be
     events: list[str] = []
     start_unit = compiler.UnitBuild._start_unit
 
-    def recorded_unit(build: compiler.UnitBuild) -> None:
+    def recorded_unit(build: compiler.UnitBuild, parts: list[str] | None = None) -> None:
         events.append("unit")
-        start_unit(build)
+        start_unit(build, parts)
 
     class RecordingCompiler(CCompiler):
         def compile_parts(self, parts: Iterable[Source]) -> Binary:
@@ -142,6 +142,30 @@ def test_the_quick_build_starts_on_the_first_parts_while_later_ones_are_still_be
     compiled.binary.later.result(timeout=120)
     assert quick.tobytes() == run(plan, compiled, inputs).tobytes()
     finish_builds()
+
+
+@pytest.mark.usefixtures("tiered")
+def test_the_last_part_is_shared_out_over_the_cores_with_the_parts_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two parts that fill a unit only together: the second one is the last, and rather than one unit of
+    both on one core, finish builds one unit of each, on two cores (the GPT step's last part, uopc_plan,
+    is 57,000 characters, and was built after all the others with the parts before it, alone)."""
+    monkeypatch.setattr(compiler, "UNIT_CHARS", 150)
+    monkeypatch.setattr(compiler.os, "sched_getaffinity", lambda pid: {0, 1})
+    units: list[list[str]] = []
+    start_unit = compiler.UnitBuild._start_unit
+
+    def recorded_unit(build: compiler.UnitBuild, parts: list[str] | None = None) -> None:
+        units.append(list(build.waiting if parts is None else parts))
+        start_unit(build, parts)
+
+    monkeypatch.setattr(compiler.UnitBuild, "_start_unit", recorded_unit)
+    parts = [f"void kernel{i}(float* x) {{ x[{i}] = 1.0f; }}{' ' * 20}/* {'.' * 40} */" for i in range(2)]
+    assert all(len(p) < 150 <= len(parts[0] + parts[1]) for p in parts)
+    with compiler.UnitBuild("#include <math.h>\n", DEFAULT_CFLAGS) as build:
+        for part in parts:
+            build.add(part)
+        build.finish("\n".join(parts))
+    assert units == [[parts[0]], [parts[1]]]
 
 
 @pytest.mark.usefixtures("tiered")

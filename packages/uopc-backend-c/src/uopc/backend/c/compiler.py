@@ -431,9 +431,10 @@ UNIT_CHARS = 100_000  # characters of C per unit of a build made as its source a
 
 
 class UnitBuild:
-    """A build whose source arrives part by part, the header first: as soon as the parts since the last unit
-    hold UNIT_CHARS characters, the header and they are a translation unit that gcc builds in a thread of
-    its own, while the caller makes the next parts (the thread waits on gcc, which runs on another core).
+    """A build whose source arrives part by part, the header first: once the parts since the last unit hold
+    UNIT_CHARS characters, the next part's arrival makes the header and them a translation unit that gcc
+    builds in a thread of its own, while the caller makes the next parts (the thread waits on gcc, which runs
+    on another core).
     `finish` builds the rest and links the units. Leaving the context waits for the compilers still running
     and removes the build's folder; the whole build has cc_timeout() seconds."""
 
@@ -448,10 +449,14 @@ class UnitBuild:
         self.chars = 0
 
     def add(self, part: str) -> None:
-        self.waiting.append(part)
-        self.chars += len(part)
+        """Queue `part`; the parts before it go to gcc first if they fill a unit. The part that arrives
+        last thus always waits for `finish`, which shares it out with the others waiting over the cores: a
+        unit started by the last part would be one gcc on one core while the other idles (the GPT step's
+        last part is its 57,000-character uopc_plan)."""
         if self.chars >= UNIT_CHARS:
             self._start_unit()
+        self.waiting.append(part)
+        self.chars += len(part)
 
     def _start_unit(self, parts: list[str] | None = None) -> None:
         """gcc on the header and `parts` (default: the parts waiting, which are then no longer waiting)."""
