@@ -116,11 +116,11 @@ def test_the_quick_build_starts_on_the_first_parts_while_later_ones_are_still_be
     made, and the library the units make computes the bits of the -O3 library built from the whole source."""
     monkeypatch.setattr(compiler, "UNIT_CHARS", 1)
     events: list[str] = []
-    start_unit = compiler.UnitBuild._start_unit
+    make_unit = compiler.UnitBuild._unit
 
-    def recorded_unit(build: compiler.UnitBuild, parts: list[str] | None = None) -> None:
+    def recorded_unit(build: compiler.UnitBuild, parts: list[str]) -> tuple[list[str], str]:
         events.append("unit")
-        start_unit(build, parts)
+        return make_unit(build, parts)
 
     class RecordingCompiler(CCompiler):
         def compile_parts(self, parts: Iterable[Source]) -> Binary:
@@ -131,7 +131,7 @@ def test_the_quick_build_starts_on_the_first_parts_while_later_ones_are_still_be
 
             return super().compile_parts(recorded())
 
-    monkeypatch.setattr(compiler.UnitBuild, "_start_unit", recorded_unit)
+    monkeypatch.setattr(compiler.UnitBuild, "_unit", recorded_unit)
     value, inputs = layers()
     plan = make_plan(normalize([value])[0], True)
     compiled = compile_plan(plan, dataclasses.replace(C_BACKEND, compiler=RecordingCompiler(), store=None))
@@ -152,13 +152,13 @@ def test_the_last_part_is_shared_out_over_the_cores_with_the_parts_waiting(monke
     monkeypatch.setattr(compiler, "UNIT_CHARS", 150)
     monkeypatch.setattr(compiler.os, "sched_getaffinity", lambda pid: {0, 1})
     units: list[list[str]] = []
-    start_unit = compiler.UnitBuild._start_unit
+    make_unit = compiler.UnitBuild._unit
 
-    def recorded_unit(build: compiler.UnitBuild, parts: list[str] | None = None) -> None:
-        units.append(list(build.waiting if parts is None else parts))
-        start_unit(build, parts)
+    def recorded_unit(build: compiler.UnitBuild, parts: list[str]) -> tuple[list[str], str]:
+        units.append(list(parts))
+        return make_unit(build, parts)
 
-    monkeypatch.setattr(compiler.UnitBuild, "_start_unit", recorded_unit)
+    monkeypatch.setattr(compiler.UnitBuild, "_unit", recorded_unit)
     parts = [f"void kernel{i}(float* x) {{ x[{i}] = 1.0f; }}{' ' * 20}/* {'.' * 40} */" for i in range(2)]
     assert all(len(p) < 150 <= len(parts[0] + parts[1]) for p in parts)
     with compiler.UnitBuild("#include <math.h>\n", DEFAULT_CFLAGS) as build:
@@ -166,6 +166,33 @@ def test_the_last_part_is_shared_out_over_the_cores_with_the_parts_waiting(monke
             build.add(part)
         build.finish("\n".join(parts))
     assert units == [[parts[0]], [parts[1]]]
+
+
+@pytest.mark.usefixtures("tiered")
+def test_the_last_units_start_while_the_earlier_ones_still_hold_every_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """finish builds the parts still waiting at once, beside the units still running: queued behind them, a
+    share waited for a worker while a core idled. Here the two workers' units do not end before the last
+    unit has started (and wait at most 5 s for it, so that a queued share does not hang the test)."""
+    monkeypatch.setattr(compiler, "UNIT_CHARS", 1)
+    monkeypatch.setattr(compiler.os, "sched_getaffinity", lambda pid: {0, 1})
+    last_started, waited = threading.Event(), []
+    run_all = compiler._run_all
+
+    def held_run_all(commands: list[tuple[list[str], str]], folder: Any, deadline: float) -> None:
+        files = {command[-1] for command, _ in commands}
+        if "unit2.c" in files:
+            last_started.set()
+        elif files & {"unit0.c", "unit1.c"}:
+            waited.append(last_started.wait(timeout=5))
+        run_all(commands, folder, deadline)
+
+    monkeypatch.setattr(compiler, "_run_all", held_run_all)
+    parts = [f"void kernel{i}(float* x) {{ x[0] = {i}.0f; }}" for i in range(3)]
+    with compiler.UnitBuild("#include <math.h>\n", DEFAULT_CFLAGS) as build:
+        for part in parts:
+            build.add(part)
+        build.finish("\n".join(parts))
+    assert waited == [True, True]
 
 
 @pytest.mark.usefixtures("tiered")

@@ -445,6 +445,7 @@ class UnitBuild:
         self.tmp = tempfile.TemporaryDirectory(prefix="uopc-build-")  # made 0700: yours alone
         self.pool = ThreadPoolExecutor(len(os.sched_getaffinity(0)), thread_name_prefix="uopc-cc")
         self.units: list[Future[None]] = []
+        self.objects: list[str] = []
         self.waiting: list[str] = []
         self.chars = 0
 
@@ -454,29 +455,28 @@ class UnitBuild:
         unit started by the last part would be one gcc on one core while the other idles (the GPT step's
         last part is its 57,000-character uopc_plan)."""
         if self.chars >= UNIT_CHARS:
-            self._start_unit()
+            self.units.append(self.pool.submit(_run_all, [self._unit(self.waiting)], Path(self.tmp.name), self.deadline))
+            self.waiting, self.chars = [], 0
         self.waiting.append(part)
         self.chars += len(part)
 
-    def _start_unit(self, parts: list[str] | None = None) -> None:
-        """gcc on the header and `parts` (default: the parts waiting, which are then no longer waiting)."""
-        if parts is None:
-            parts, self.waiting, self.chars = self.waiting, [], 0
-        name, unit = f"unit{len(self.units)}", "\n\n".join([self.header, *parts]) + "\n"
+    def _unit(self, parts: list[str]) -> tuple[list[str], str]:
+        """The gcc command that builds the header and `parts` into an object of their own, and its C."""
+        name, unit = f"unit{len(self.objects)}", "\n\n".join([self.header, *parts]) + "\n"
         Path(self.tmp.name, f"{name}.c").write_text(unit)
-        command = [*self.base, "-fPIC", "-c", "-o", f"{name}.o", f"{name}.c"]
-        self.units.append(self.pool.submit(_run_all, [(command, unit)], Path(self.tmp.name), self.deadline))
+        self.objects.append(f"{name}.o")
+        return [*self.base, "-fPIC", "-c", "-o", f"{name}.o", f"{name}.c"], unit
 
     def finish(self, source: str) -> Binary:
         """The library of all the parts, kept in the cache under `source` (their join) and the flags. The
-        parts still waiting are split over the cores: nothing else is left to do but wait for them."""
-        for share in shares(self.waiting, len(os.sched_getaffinity(0))):
-            self._start_unit(share)
+        parts still waiting are split over the cores and built at once, beside the units still running: a
+        share queued behind a running unit would leave a core idle at the end."""
+        last = [self._unit(share) for share in shares(self.waiting, len(os.sched_getaffinity(0)))]
         self.waiting = []
+        _run_all(last, Path(self.tmp.name), self.deadline)
         for unit in self.units:
             unit.result()
-        objects = [f"unit{i}.o" for i in range(len(self.units))]
-        link = [*self.base, "-shared", "-fPIC", "-o", "kernel.so", *objects, "-lm"]
+        link = [*self.base, "-shared", "-fPIC", "-o", "kernel.so", *self.objects, "-lm"]
         _run_all([(link, source)], Path(self.tmp.name), self.deadline)
         data = check_built(Path(self.tmp.name, "kernel.so"), self.cc, self.flags)
         key = cache_key(source, self.cc, self.flags)
