@@ -455,7 +455,8 @@ class UnitBuild:
         unit started by the last part would be one gcc on one core while the other idles (the GPT step's
         last part is its 57,000-character uopc_plan)."""
         if self.chars >= UNIT_CHARS:
-            self.units.append(self.pool.submit(_run_all, [self._unit(self.waiting)], Path(self.tmp.name), self.deadline))
+            unit = self._unit(self.waiting)
+            self.units.append(self.pool.submit(_run_all, [unit], Path(self.tmp.name), self.deadline))
             self.waiting, self.chars = [], 0
         self.waiting.append(part)
         self.chars += len(part)
