@@ -104,6 +104,22 @@ def test_unreferenced_nodes_are_freed() -> None:
     assert not any(u.op is Ops.CONST and u.arg == marker for u in list(UOp._cache.values()))
 
 
+def test_a_walked_node_is_freed_with_its_last_reference_without_the_collector() -> None:
+    """The order toposort keeps on a node holds the nodes below it, not the node itself: a node that held
+    itself would be a cycle, alive until the cycle collector ran (and planning pauses the collector)."""
+    node = range_(918_273_647, 0) * 5 + 1
+    assert toposort(node)[-1] is node
+    ref = weakref.ref(node)
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        del node
+        assert ref() is None
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def test_a_live_parent_keeps_its_sources_cached() -> None:
     parent = UOp.const(918_273_646) * 3
     child_ref = weakref.ref(parent.src[0])

@@ -140,7 +140,7 @@ class UOp(OpMixin[ConstValue]):
     arg: Any
     shape: Shape
     _bounds: tuple[ConstValue, ConstValue] | None
-    _order: tuple[UOp, ...] | None  # toposort's answer, kept: a node never changes, so neither does its order
+    _order: tuple[UOp, ...] | None  # toposort's answer but the node, kept: a node never changes, nor its order
 
     def __new__(cls, op: Ops, dtype: AnyDType, src: Sequence[UOp] = (), arg: Any = None) -> UOp:
         src = tuple(src)
@@ -348,8 +348,8 @@ def toposort(root: UOp, enter: Callable[[UOp], Iterable[UOp]] | None = None) -> 
     """
     if enter is None:
         if root._order is None:
-            root._order = tuple(_walk(root, None))
-        return list(root._order)
+            root._order = tuple(_walk(root, None)[:-1])  # without the root itself: no cycle for the collector
+        return [*root._order, root]
     return _walk(root, enter)
 
 
