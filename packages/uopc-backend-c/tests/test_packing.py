@@ -62,7 +62,9 @@ def check(m: int, k: int, n: int, layout: str, seed: int = 0) -> Plan:
 def test_packed_matmul_matches_numpy(m: int, k: int, n: int, layout: str) -> None:
     plan = check(m, k, n, layout)
     *copies, product = plan.kernels
-    assert product.opts.vector is not None and all(c.opts.vector is None for c in copies)  # B's panels are vectors
+    assert product.opts.vector is not None  # B's panels are read as vectors
+    # a copy moves vectors where its operand lies along the panel's width; B stored (n, k) is a transpose
+    assert [c.opts.vector is not None for c in copies] == [layout != "abt"] + [True] * (len(copies) - 1)
     assert plan.steps[0].buffers[0] == 1  # the first copy reads B
     # A is packed too where the reduce strides through it, and the tile takes whole groups of its rows
     assert len(copies) == (2 if layout == "atb" and m % 8 == 0 else 1)
@@ -115,3 +117,29 @@ def test_kernels_equal_but_for_their_vector_axis_get_programs_of_their_own() -> 
     lanes, scalars = compile_plan(plan, get_backend("C")).programs
     assert any(u.op is Ops.RANGE and u.arg.kind is AxisType.VECTOR for u in lanes.uops)
     assert not any(u.op is Ops.RANGE and u.arg.kind is AxisType.VECTOR for u in scalars.uops)
+
+
+def packed_buffers(m: int, k: int, n: int, layout: str, a: Array, b: Array) -> list[Array]:
+    """The buffers the plan's packing copies write, after a run: B's panels, then A's groups of rows."""
+    plan = make_plan(normalize([matmul(m, k, n, layout)])[0], pack=True)
+    buffers = [a.reshape(-1), b.reshape(-1)] + [np.full(s.size, np.nan, np.float32) for s in plan.buffers[2:]]
+    compile_plan(plan, get_backend("C")).executable.run(buffers)
+    return [buffers[s.buffers[1]] for s in plan.steps[:-1]]
+
+
+@pytest.mark.o0
+@pytest.mark.parametrize("layout", ["ab", "abt", "atb"])
+@pytest.mark.parametrize(("m", "k", "n"), [(1, 7, 32), (16, 7, 64), (8, 33, 32), (24, 300, 96), (296, 12, 32), (7, 2, 32)])
+def test_packing_copies_move_bits(m: int, k: int, n: int, layout: str) -> None:
+    """The copies, as vectors or not, in blocks of rows or not, write each operand's bits unchanged into the
+    panel order the matmul reads: random bit patterns (NaNs with payloads, infinities, -0.0, subnormals)."""
+    rng = np.random.default_rng(m + k + n)
+    a = rng.integers(0, 1 << 32, (k, m) if layout == "atb" else (m, k), dtype=np.uint32).view(np.float32)
+    b = rng.integers(0, 1 << 32, (n, k) if layout == "abt" else (k, n), dtype=np.uint32).view(np.float32)
+    b_kn = b.T if layout == "abt" else b
+    want = [b_kn.reshape(k, n // 32, 32).transpose(1, 0, 2)]  # panel o: columns 32o .. 32o+31, k rows
+    if layout == "atb" and m % 8 == 0:
+        want.append(a.reshape(k, m // 8, 8).transpose(1, 0, 2))  # group o: A's rows 8o .. 8o+7, k of each
+    got = packed_buffers(m, k, n, layout, a, b)
+    assert len(got) == len(want)
+    assert [g.view(np.uint32).tolist() for g in got] == [w.reshape(-1).view(np.uint32).tolist() for w in want]

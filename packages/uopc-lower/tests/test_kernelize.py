@@ -162,16 +162,20 @@ def matmul(n: int, transposed: bool) -> UOp:
 def contiguous_per_thread(copy: Kernel, op: Ops) -> bool:
     """Whether each iteration of the copy's threaded loop, with its opts applied, moves one contiguous run of
     memory in memory order through its `op` (LOAD or STORE): the loops inside, innermost first, step by 1, then
-    by the trips of the loops inside them."""
+    by the trips of the loops inside them. Vector lanes count as the innermost loop, and an upcast's copies of
+    the access as a loop around them, if they follow one another a vector apart."""
     program = linearize(copy)
-    access = next(u for u in program.uops if u.op is op)
-    strides, _ = linear_terms(access.src[1])
-    loops = [u for u in program.uops if u.op is Ops.RANGE and u.arg.kind is AxisType.LOOP]
+    accesses = [linear_terms(u.src[1]) for u in program.uops if u.op is op]
+    strides, first = accesses[0]
+    loops = [u for u in program.uops if u.op is Ops.RANGE and u.arg.kind in (AxisType.LOOP, AxisType.VECTOR)]
+    lanes = next((r.src[0].arg for r in loops if r.arg.kind is AxisType.VECTOR), 1)
+    if [offset - first for _, offset in accesses] != [i * lanes for i in range(len(accesses))]:
+        return False
     run = 1
     for r in reversed(loops):
         if strides.get(r, 0) != run:
             return False
-        run *= r.src[0].arg
+        run *= r.src[0].arg * (len(accesses) if r.arg.kind is AxisType.VECTOR else 1)
     return True
 
 
