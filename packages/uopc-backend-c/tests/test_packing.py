@@ -129,7 +129,9 @@ def packed_buffers(m: int, k: int, n: int, layout: str, a: Array, b: Array) -> l
 
 @pytest.mark.o0
 @pytest.mark.parametrize("layout", ["ab", "abt", "atb"])
-@pytest.mark.parametrize(("m", "k", "n"), [(1, 7, 32), (16, 7, 64), (8, 33, 32), (24, 300, 96), (296, 12, 32), (7, 2, 32)])
+@pytest.mark.parametrize(
+    ("m", "k", "n"), [(1, 7, 32), (16, 7, 64), (8, 33, 32), (24, 300, 96), (296, 12, 32), (7, 2, 32)]
+)
 def test_packing_copies_move_bits(m: int, k: int, n: int, layout: str) -> None:
     """The copies, as vectors or not, in blocks of rows or not, write each operand's bits unchanged into the
     panel order the matmul reads: random bit patterns (NaNs with payloads, infinities, -0.0, subnormals)."""
