@@ -14,6 +14,7 @@ in a weight's gradient x.T @ dy), A is packed the same way, into groups of the t
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass
 
 from uopc.ir import AxisType, Ops, UOp, dtypes, linear_terms, prod, range_, simplify, sink, substitute
@@ -66,6 +67,7 @@ class PackedMatmul:
 def pack_matmul(kernel: UOp) -> PackedMatmul | None:
     """Pack B into panels read as vectors; pack A too where its reduce loop strides through it (A.T @ B);
     None where the kernel is no large float32 matmul whose panels vector lanes can read."""
+    kernel = merge_reduce_ranges(kernel)
     b = find_packable(kernel)
     if b is None:
         return None
@@ -91,6 +93,49 @@ def pack_matmul(kernel: UOp) -> PackedMatmul | None:
     order = [panels] if b.blocks[0] >= 4 or rows is None else [rows.arg.axis, panels]
     thread = next((a for a in order if trips.get(a, 0) > 1), None)
     return PackedMatmul(tuple(copies), packed, Opts(upcast=upcast, vector=(columns, LANES), thread=thread))
+
+
+def merge_reduce_ranges(kernel: UOp) -> UOp:
+    """A sum over two reduce ranges that every load moves along as along one, rewritten as a sum over one
+    range: a weight's gradient x.T @ dy in a model whose x is (batch, positions, features) sums over batch b
+    and position t, each load at index ... + s T b + s t, which is ... + s k for k = T b + t over B T values.
+    pack_matmul packs sums over one reduce range; the kernel comes back as it was where some load, gate or
+    other node sees the two ranges apart. The sum keeps its order: k runs through (b, t) as the loops did."""
+    while True:
+        reduces = [u for u in kernel.toposort() if u.op is Ops.REDUCE]
+        if len(reduces) != 1 or len(reduces[0].src) < 3:
+            return kernel
+        merged = next(
+            (m for a, b in itertools.permutations(reduces[0].src[1:], 2) if (m := _merged(kernel, reduces[0], a, b))),
+            None,
+        )
+        if merged is None:
+            return kernel
+        kernel = merged
+
+
+def _merged(kernel: UOp, total: UOp, outer: UOp, inner: UOp) -> UOp | None:
+    """The kernel with reduce ranges `outer` and `inner` made one, k = outer * n + inner for inner's n
+    trips, where every load index that moves along them is linear in them with outer's stride n times inner's;
+    None where that does not hold, or either range is used outside load indices."""
+    n = inner.src[0].arg
+    joined = range_(UOp.const(outer.src[0].arg * n, outer.scalar_dtype), outer.arg.axis, outer.arg.kind)
+    pair = {outer, inner}
+    indices = {}
+    for load in (u for u in total.src[0].toposort() if u.op is Ops.LOAD):
+        index = load.src[1]
+        terms, _ = linear_terms(index)
+        if not pair & set(index.toposort()):
+            continue
+        hidden = any(pair & set(t.toposort()) for t in terms if t not in pair)
+        if hidden or terms.get(outer, 0) != n * terms.get(inner, 0):
+            return None
+        # outer's term is n times inner's: index - s outer - s' inner + s' k, as a substitution
+        indices[index] = substitute(index, {outer: UOp.const(0, outer.scalar_dtype), inner: joined})
+    value = substitute(total.src[0], indices)
+    ranges = [joined if r is outer else r for r in total.src[1:] if r is not inner]
+    merged = substitute(kernel, {total: UOp(Ops.REDUCE, total.dtype, (value, *ranges), total.arg)})
+    return None if pair & set(merged.toposort()) else simplify(merged)
 
 
 def find_packable(kernel: UOp) -> Packable | None:
