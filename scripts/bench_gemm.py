@@ -162,7 +162,8 @@ def limit_threads(threads: int) -> contextlib.AbstractContextManager[object]:
         torch.set_num_threads(threads)
     from threadpoolctl import threadpool_limits
 
-    return threadpool_limits(limits=threads)
+    limits: contextlib.AbstractContextManager[object] = threadpool_limits(limits=threads)
+    return limits
 
 
 def operands(n: int) -> tuple[Array, Array]:
