@@ -220,7 +220,8 @@ def _check_vector_value(u: UOp, lane: UOp, indices: list[UOp]) -> None:
     if u.op is Ops.STORE and indices != [u.src[1]]:
         raise LowerError(f"opt: cannot vectorize axis {axis}: a store along it stores one value to all lanes")
     if u.op is Ops.STORE and u.src[2].dtype is not dtypes.float32:
-        raise LowerError(f"opt: cannot vectorize axis {axis}: a store of {u.src[2].dtype} along it (vectors store float32)")
+        stored = u.src[2].dtype
+        raise LowerError(f"opt: cannot vectorize axis {axis}: a store of {stored} along it (vectors store float32)")
     if u.op in (Ops.STORE, Ops.END, Ops.SINK):  # an END lists the lane range among its loops
         return
     if any(s is not u.src[1] or u.op is not Ops.LOAD for s in indices):
