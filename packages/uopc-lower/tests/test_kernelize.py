@@ -188,3 +188,24 @@ def test_the_packing_copy_walks_its_operand_in_memory_order_where_it_can(transpo
     copy, _ = plan.kernels
     assert copy.opts.thread is not None
     assert contiguous_per_thread(copy, Ops.STORE if transposed else Ops.LOAD)
+
+
+def test_the_copy_of_a_writes_whole_lines_to_one_group_before_the_next() -> None:
+    """A.T @ B packs A (stored (k, m)) into groups of 8 rows: a row of A gives each group 8 floats, half a
+    cache line. The copy takes its rows in blocks, so its innermost loops write 8 rows of a group, 64 floats
+    one after the other, before moving to the next group (row by row it wrote 32 bytes to each group in turn)."""
+    a = buf(0, 512, 512).permute((1, 0))
+    products = a.reshape((512, 1, 512)).expand((512, 512, 512)) * buf(1, 512, 512).permute((1, 0)).reshape(
+        (1, 512, 512)
+    ).expand((512, 512, 512))
+    plan = make_plan(normalize([products.sum([2])])[0], pack=True)
+    _, copy_a, _ = plan.kernels
+    program = linearize(copy_a)
+    strides, _ = linear_terms(next(u for u in program.uops if u.op is Ops.STORE).src[1])
+    loops = [u for u in program.uops if u.op is Ops.RANGE and u.arg.kind in (AxisType.LOOP, AxisType.VECTOR)]
+    run = 1
+    for r in reversed(loops):  # the innermost loops whose stores continue one another
+        if strides.get(r, 0) != run:
+            break
+        run *= r.src[0].arg
+    assert run == 64
