@@ -100,7 +100,9 @@ def merge_reduce_ranges(kernel: UOp) -> UOp:
     range: a weight's gradient x.T @ dy in a model whose x is (batch, positions, features) sums over batch b
     and position t, each load at index ... + s T b + s t, which is ... + s k for k = T b + t over B T values.
     pack_matmul packs sums over one reduce range; the kernel comes back as it was where some load, gate or
-    other node sees the two ranges apart. The sum keeps its order: k runs through (b, t) as the loops did."""
+    other node sees the two ranges apart. k runs through (b, t) in memory order, b outer; where the loops
+    were nested the other way, the sum now adds in another order, which changes rounding as any reordering
+    of a float sum does."""
     while True:
         reduces = [u for u in kernel.toposort() if u.op is Ops.REDUCE]
         if len(reduces) != 1 or len(reduces[0].src) < 3:
