@@ -393,13 +393,16 @@ NUMPY_DTYPES = ["bool", "int8", "uint8", "int16", "int32", "int64", "uint32", "f
     st.sampled_from(NUMPY_DTYPES),
     st.lists(st.floats(-1e6, 1e6, allow_nan=False) | st.sampled_from([math.inf, -math.inf, math.nan]), max_size=5),
 )
-def test_an_array_becomes_a_tensor_as_numpy_casts_it_or_is_refused(source: str, target: str, values: list[float]) -> None:
+def test_an_array_becomes_a_tensor_as_numpy_casts_it_or_is_refused(
+    source: str, target: str, values: list[float]
+) -> None:
     """A cast numpy calls safe skips the checks (_fitted); every other cast is checked. Either way a tensor
     holds numpy's astype of the array exactly, or, where numpy would wrap or overflow, is refused."""
     with np.errstate(all="ignore"):
         arr = np.array(values, np.float64).astype(source)
         want = arr.astype(target)
-    wraps = target != "bool" and np.dtype(target).kind in "iu" and not np.array_equal(want, np.trunc(arr), equal_nan=True)
+    is_int = target != "bool" and np.dtype(target).kind in "iu"
+    wraps = is_int and not np.array_equal(want, np.trunc(arr), equal_nan=True)
     overflows = bool((np.isinf(want) & np.isfinite(arr)).any()) if np.dtype(target).kind == "f" else False
     try:
         got = Tensor(arr, dtype=target).numpy()
