@@ -72,6 +72,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--repeats", type=positive_int, default=15, help="timed calls of each kind per kernel (15)")
     p.add_argument("--rounds", type=positive_int, default=2, help="turns of the candidate thresholds (2)")
     p.add_argument("--steps", type=positive_int, default=50, help="timed steps of each run (50)")
+    p.add_argument(
+        "--thresholds",
+        type=lambda text: [NONE if e == "none" else 1 << int(e) for e in text.split(",")],
+        default=CANDIDATES,
+        help="the candidates for the steps, as powers of two or none (default 12,14,16,18,20,none)",
+    )
+    p.add_argument("--kernels", action=argparse.BooleanOptionalAction, default=True, help="measure the kernels too")
     p.add_argument("--out", type=output_file, help="also write the tables to this file, stamped")
     p.add_argument("--child", nargs=2, metavar=("MODEL", "WORK"), help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -180,7 +187,8 @@ def report(found: list[Timed], shipped: int) -> str:
     return "\n".join(rows)
 
 
-CANDIDATES = [1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 62]  # the last threads no kernel choose_opts opts
+NONE = 1 << 62  # a threshold no kernel reaches: nothing choose_opts opts is threaded
+CANDIDATES = [1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20, NONE]
 MODELS = ("mlp", "gpt")
 
 
@@ -195,11 +203,11 @@ def step_times(model: str, work: int, steps: int) -> dict[str, float]:
     return result
 
 
-def run_steps(rounds: int, steps: int) -> dict[tuple[str, int], list[dict[str, float]]]:
+def run_steps(candidates: list[int], rounds: int, steps: int) -> dict[tuple[str, int], list[dict[str, float]]]:
     """Each candidate's steps, each in a fresh process with an empty kernel cache, the candidates in turn."""
     found: dict[tuple[str, int], list[dict[str, float]]] = {}
     for _ in range(rounds):
-        for work in CANDIDATES:
+        for work in candidates:
             for model in MODELS:
                 command = [sys.executable, __file__, "--child", model, str(work), "--steps", str(steps)]
                 with tempfile.TemporaryDirectory(prefix="uopc-thread-policy-") as cache:
@@ -211,25 +219,25 @@ def run_steps(rounds: int, steps: int) -> dict[tuple[str, int], list[dict[str, f
     return found
 
 
-def step_report(found: dict[tuple[str, int], list[dict[str, float]]]) -> str:
+def step_report(found: dict[tuple[str, int], list[dict[str, float]]], candidates: list[int]) -> str:
     """A row per candidate: each step's median (of the rounds' medians) and min, and the score: the sum over
     the steps of its median relative to the step's best candidate. The smallest score wins."""
     median = {k: statistics.median(r["median_ms"] for r in runs) for k, runs in found.items()}
-    best = {m: min(median[m, w] for w in CANDIDATES) for m in MODELS}
-    score = {w: sum(median[m, w] / best[m] for m in MODELS) for w in CANDIDATES}
+    best = {m: min(median[m, w] for w in candidates) for m in MODELS}
+    score = {w: sum(median[m, w] / best[m] for m in MODELS) for w in candidates}
     rows = [
         "| threshold (iterations) | MLP median (ms) | MLP min (ms) | GPT median (ms) | GPT min (ms) | score |",
         "| ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for w in CANDIDATES:
+    for w in candidates:
         cells = [f"{median[m, w]:.2f} | {min(r['min_ms'] for r in found[m, w]):.2f}" for m in MODELS]
         rows.append(f"| {_work(w)} | {' | '.join(cells)} | {score[w]:.3f} |")
-    winner = min(CANDIDATES, key=score.__getitem__)
+    winner = min(candidates, key=score.__getitem__)
     return "\n".join([*rows, "", f"Measured threshold: {_work(winner)} (the smallest score)."])
 
 
 def _work(w: int) -> str:
-    return "none threaded" if w == CANDIDATES[-1] else f"2^{w.bit_length() - 1}"
+    return "none threaded" if w == NONE else f"2^{w.bit_length() - 1}"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -238,19 +246,25 @@ def main(argv: list[str] | None = None) -> None:
     if args.child:
         print(json.dumps(step_times(args.child[0], int(args.child[1]), args.steps)))
         return
+    parts = [kernel_part(args.repeats)] if args.kernels else []
+    steps = step_report(run_steps(args.thresholds, args.rounds, args.steps), args.thresholds)
+    parts.append(f"Captured steps, {args.rounds} rounds of {args.steps} steps:\n\n{steps}")
+    print(steps)
+    if args.out:
+        stamp.write(args.out, "\n\n".join(parts) + "\n", MEASURES)
+
+
+def kernel_part(repeats: int) -> str:
+    """The kernels' table, measured in this process with every kernel that can be threaded threaded."""
     os.environ["UOPC_CACHE"] = tempfile.mkdtemp(prefix="uopc-thread-policy-")  # no plan or opts kept from before
     from uopc.lower import opt
 
     # every kernel with an output axis to share is threaded, to be measured both ways
     shipped, opt.THREAD_MIN_WORK = opt.THREAD_MIN_WORK, 1
     gomp = ctypes.CDLL("libgomp.so.1")
-    kernels = report([t for model in MODELS for t in measure(model, args.repeats, gomp)], shipped)
-    print(kernels, flush=True)
-    steps = step_report(run_steps(args.rounds, args.steps))
-    text = f"{kernels}\n\nCaptured steps, {args.rounds} rounds of {args.steps} steps:\n\n{steps}\n"
-    print(steps)
-    if args.out:
-        stamp.write(args.out, text, MEASURES)
+    text = report([t for model in MODELS for t in measure(model, repeats, gomp)], shipped)
+    print(text, flush=True)
+    return text
 
 
 if __name__ == "__main__":
