@@ -87,15 +87,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def captured_launches(model: str) -> list[Any]:
     """The launches of `model`'s training step, captured, after its optimized builds are in."""
     import bench_step
-    from profile_gpt import join_optimized_builds
 
     from uopc.tensor import Tensor, capture
+    from uopc.tensor.realize import realizer
 
     step = capture(bench_step.uopc_train_step(model))
     batches = bench_step.batches(model, 5)
     for x, y in batches[:4]:
         step(Tensor(x), Tensor(y)).item()
-    join_optimized_builds()
+    realizer.wait_for_optimized_builds()
     step(*(Tensor(a) for a in batches[4])).item()  # a run swaps the optimized libraries in
     assert step.replay is not None, "four calls replay"
     return step.replay.launches
@@ -252,6 +252,7 @@ def main(argv: list[str] | None = None) -> None:
     print(steps)
     if args.out:
         stamp.write(args.out, "\n\n".join(parts) + "\n", MEASURES)
+        print(f"wrote {args.out}")
 
 
 def kernel_part(repeats: int) -> str:

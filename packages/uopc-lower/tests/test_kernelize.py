@@ -177,7 +177,7 @@ def contiguous_per_thread(copy: Kernel, op: Ops) -> bool:
 
 @pytest.mark.parametrize("transposed", [False, True])
 def test_the_packing_copy_walks_its_operand_in_memory_order_where_it_can(transposed: bool) -> None:
-    """B stored as (k, n) (A @ B): a thread reads whole rows of B, not 64 floats of each of k rows, one page
+    """B stored as (k, n) (A @ B): a thread reads whole rows of B, not 32 floats of each of k rows, one page
     apart (threaded over the panels, the copy took twice as long). B stored as (n, k) (A @ B.T) is read down
     its columns whatever the loop order; each thread writes whole panels."""
     plan = make_plan(normalize([matmul(512, transposed)])[0], pack=True)  # a copy large enough for threads
