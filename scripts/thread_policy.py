@@ -173,17 +173,22 @@ def report(found: list[Timed], shipped: int) -> str:
     for t in sorted(found, key=lambda t: t.work):
         times = f"{t.one * 1e6:.1f} | {t.hot * 1e6:.1f} | {t.woken * 1e6:.1f}"
         rows.append(f"| {t.name} | {t.work} | {t.mflop:.2f} | {t.kib:.0f} | {times} |")
-    now = sum(t.threaded if t.work >= shipped else t.one for t in found)
-    rows += [
-        "",
-        f"All on one thread: {sum(t.one for t in found) * 1e3:.2f} ms; all threaded (the mean of the two kinds): "
-        f"{sum(t.threaded for t in found) * 1e3:.2f} ms; threaded from THREAD_MIN_WORK = {shipped} "
-        f"iterations up: {now * 1e3:.2f} ms. The smallest total, threaded from a threshold on:",
-        "",
+    totals = [
+        ("one thread", "", sum(t.one for t in found)),
+        ("all threaded", "", sum(t.threaded for t in found)),
+        ("THREAD_MIN_WORK", f"{shipped}", sum(t.threaded if t.work >= shipped else t.one for t in found)),
     ]
     for name, measure in MEASURES_OF_WORK.items():
         value, total = best_threshold(found, measure)
-        rows.append(f"- {name}: from {value:g} up, {total * 1e3:.2f} ms")
+        totals.append((f"best by {name}", f"{value:g}", total))
+    rows += [
+        "",
+        "The kernels' total, each on one thread or threaded (the mean of the two kinds of call) from a threshold on:",
+        "",
+        "| kernels run | threaded from | total (ms) |",
+        "| --- | ---: | ---: |",
+        *(f"| {name} | {start} | {total * 1e3:.2f} |" for name, start, total in totals),
+    ]
     return "\n".join(rows)
 
 
