@@ -49,6 +49,8 @@ MEASURES: list[str | Path] = [
     "scripts/gpt.py",
     __file__,
 ]
+NONE = 1 << 62  # a threshold no kernel reaches: nothing choose_opts opts is threaded
+CANDIDATES = [1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20, NONE]
 PAUSE_S = 2e-3  # longer than GOMP_SPINCOUNT's spin (program.py): the other threads sleep when the kernel starts
 
 
@@ -67,6 +69,19 @@ class Timed:
         return (self.hot + self.woken) / 2
 
 
+def thresholds(text: str) -> list[int]:
+    """Candidate thresholds as powers of two, `12,16,none`: 2^12, 2^16, and one no kernel reaches."""
+    found = []
+    for word in text.split(","):
+        if word == "none":
+            found.append(NONE)
+        elif word.isdigit() and int(word) < 62:
+            found.append(1 << int(word))
+        else:
+            raise argparse.ArgumentTypeError(f"{word!r} is not an exponent of two from 0 to 61, nor none")
+    return found
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeats", type=positive_int, default=15, help="timed calls of each kind per kernel (15)")
@@ -74,7 +89,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--steps", type=positive_int, default=50, help="timed steps of each run (50)")
     p.add_argument(
         "--thresholds",
-        type=lambda text: [NONE if e == "none" else 1 << int(e) for e in text.split(",")],
+        type=thresholds,
         default=CANDIDATES,
         help="the candidates for the steps, as powers of two or none (default 12,14,16,18,20,none)",
     )
@@ -192,8 +207,6 @@ def report(found: list[Timed], shipped: int) -> str:
     return "\n".join(rows)
 
 
-NONE = 1 << 62  # a threshold no kernel reaches: nothing choose_opts opts is threaded
-CANDIDATES = [1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20, NONE]
 MODELS = ("mlp", "gpt")
 
 
