@@ -214,9 +214,7 @@ def main() -> None:
             + "\n".join(rows)
             + "\n"
         )
-    print(text)
-    if args.out is not None:
-        stamp.write(args.out, text, [*MEASURES, __file__])
+    stamp.emit(text, args.out, [*MEASURES, __file__])
 
 
 if __name__ == "__main__":

@@ -180,9 +180,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     text = header + "\n\n" + "\n".join(lines) + "\n\nThe copy kernels of the same rounds, in C (GB/s):\n\n"
     text += "\n".join(c_lines) + "\n"
-    print(text)
-    if args.out is not None:
-        stamp.write(args.out, text, [*(f"packages/{p}/src" for p in MEASURES), __file__])
+    stamp.emit(text, args.out, [*(f"packages/{p}/src" for p in MEASURES), __file__])
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ import argparse
 import os
 import statistics
 import tempfile
-import threading
 import time
 import weakref
 from collections.abc import Callable
@@ -77,9 +76,7 @@ def settle(step: Callable[[], None]) -> None:
     """Run the step until its plans run the optimized libraries: a large source is built quickly first and at
     -O3 in a thread (compiler.py), whose library a later run swaps in."""
     step()
-    for thread in threading.enumerate():
-        if thread.name == "uopc-O3-build":
-            thread.join()
+    realizer.wait_for_optimized_builds()
     step()
 
 
@@ -142,10 +139,7 @@ def main(argv: list[str] | None = None) -> None:
         *table(default, searched, args.rows),
     ]
     text = "\n".join(lines) + "\n"
-    print(text, end="")
-    if args.out:
-        stamp.write(args.out, text, MEASURES)
-        print(f"wrote {args.out}")
+    stamp.emit(text, args.out, MEASURES)
 
 
 if __name__ == "__main__":

@@ -224,10 +224,7 @@ def child(framework: str, model: str, steps: int) -> dict[str, Any]:
         from uopc.tensor import realizer
 
         kernels = max((len(plan.steps) for plan in realizer.plans.plans.values()), default=0)
-    if framework == "uopc":
-        from profile_gpt import join_optimized_builds
-
-        join_optimized_builds()  # steady: the -O3 kernels the first steps' quick build is swapped for
+        realizer.wait_for_optimized_builds()  # steady: the -O3 kernels the first steps' quick build is swapped for
     times = []
     for _ in range(steps):
         t0 = time.perf_counter()
@@ -318,9 +315,7 @@ def main() -> None:
     ]
     text = "\n".join(head + lines) + "\n"
     print()
-    print(text)
-    if args.out is not None:
-        stamp.write(args.out, text, [*(f"packages/{p}/src" for p in MEASURES), __file__])
+    stamp.emit(text, args.out, [*(f"packages/{p}/src" for p in MEASURES), __file__])
 
 
 if __name__ == "__main__":

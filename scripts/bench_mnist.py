@@ -24,9 +24,10 @@ from typing import Any
 import numpy as np
 import stamp
 from arguments import non_negative_int, output_file, positive_int
-from profile_gpt import join_optimized_builds
 from search_cnn import torch_cnn
 from train_mnist import DEFAULTS, cnn
+
+from uopc.tensor import realizer
 
 BATCH, HIDDEN = 128, 256
 CHANNELS, CNN_HIDDEN = int(DEFAULTS["cnn"]["channels"]), int(DEFAULTS["cnn"]["hidden"])
@@ -36,7 +37,7 @@ MEASURES = ["uopc-ir", "uopc-lower", "uopc-backend-c", "uopc-tensor"]  # the pac
 def timed_steps(step: Callable[[], None], steps: int, warmup: int) -> list[float]:
     for _ in range(warmup):
         step()
-    join_optimized_builds()  # uopc's steady steps run its -O3 kernels, not the quick build (a no-op for torch)
+    realizer.wait_for_optimized_builds()  # uopc's steady steps run its -O3 kernels (a no-op for torch)
     times = []
     for _ in range(steps):
         start = time.perf_counter()

@@ -155,9 +155,9 @@ def child(model: str, who: str, steps: int, warmup: int, threads: int) -> dict[s
     for x, y in data[1 : eager_calls + warmup]:
         step(x, y)
     if who != "torch":
-        from profile_gpt import join_optimized_builds
+        from uopc.tensor import realizer
 
-        join_optimized_builds()  # steady means the -O3 kernels, not the quick build the first steps ran
+        realizer.wait_for_optimized_builds()  # steady means the -O3 kernels, not the quick build the first steps ran
     times = []
     for x, y in data[eager_calls + warmup : eager_calls + warmup + steps]:
         start = time.perf_counter()
@@ -230,9 +230,7 @@ def main() -> None:
         "sharing storage as the memory plan says (the shared storage is allocated once per plan, not per step)."
     )
     text = f"{header}\n\n{table(results)}\n"
-    print(text)
-    if args.out is not None:
-        stamp.write(args.out, text, [*(f"packages/{p}/src" for p in MEASURES), "scripts/gpt.py", __file__])
+    stamp.emit(text, args.out, [*(f"packages/{p}/src" for p in MEASURES), "scripts/gpt.py", __file__])
 
 
 if __name__ == "__main__":

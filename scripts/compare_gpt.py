@@ -35,8 +35,10 @@ from typing import Any
 import numpy as np
 import stamp
 from arguments import non_negative_int, output_file, positive_int
-from profile_gpt import GPT_STEP_CODE, VOCABULARY, join_optimized_builds
+from profile_gpt import GPT_STEP_CODE, VOCABULARY
 from train_gpt import PRESETS
+
+from uopc.tensor import realizer
 
 ROOT = Path(__file__).resolve().parent.parent
 MEASURES = [*GPT_STEP_CODE, __file__]
@@ -265,7 +267,7 @@ def measure(step: Step, steps: int, warmup: int) -> dict[str, Any]:
     losses.append(step())
     for _ in range(max(0, warmup - 1)):
         step()
-    join_optimized_builds()  # uopc's: its first steps ran quick builds (Chapter 5); a no-op for the others
+    realizer.wait_for_optimized_builds()  # uopc's: its first steps ran quick builds (Chapter 5); a no-op for the others
     step()
     times = []
     for _ in range(steps):
@@ -401,10 +403,7 @@ def main(argv: list[str] | None = None) -> None:
             results[framework] = run_framework(framework, args, folder)
             print(f"{framework}: {json.dumps(results[framework])}", file=sys.stderr, flush=True)
     text = table(args, results) + "\n"
-    print(text, end="")
-    if args.out:
-        stamp.write(args.out, text, MEASURES)
-        print(f"wrote {args.out}")
+    stamp.emit(text, args.out, MEASURES)
 
 
 if __name__ == "__main__":

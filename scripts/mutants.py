@@ -281,7 +281,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "linearize_ignores_opts",
         LOWER + "pipeline.py",
-        "optimized[key] = apply_opts(k.ast, k.opts)",
+        "optimized[key] = apply_opts(k.ast, k.opts, simplified)",
         "optimized[key] = k.ast",
         LOWER_TESTS,
         "the driver linearizes each kernel's graph without its opts: every kernel runs as plain loops",

@@ -20,7 +20,6 @@ import io
 import os
 import pstats
 import re
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -70,14 +69,6 @@ def cumulative(stats: pstats.Stats, suffix: str, name: str) -> float:
     table: dict[tuple[str, int, str], tuple[Any, ...]] = stats.stats  # type: ignore[attr-defined]
     found = [v[3] for (file, _, func), v in table.items() if file.endswith(suffix) and func == name]
     return float(max(found, default=0.0))
-
-
-def join_optimized_builds() -> None:
-    """Wait for the -O3 builds running in the background (compiler.py's tiers): the step after this one runs
-    the optimized kernels, which a steady-state time must measure."""
-    for thread in threading.enumerate():
-        if thread.name == "uopc-O3-build":
-            thread.join()
 
 
 def kernel_timings(step: Callable[[], None]) -> list[tuple[str, float, float]]:
@@ -141,10 +132,7 @@ def main(argv: list[str] | None = None) -> None:
         *(f"| {name} | {ms:.2f} | {g:.2f} |" for name, ms, g in slowest_kernels(step, args.kernels)),
     ]
     text = "\n".join(lines) + "\n"
-    print(text, end="")
-    if args.out:
-        stamp.write(args.out, text, MEASURES)
-        print(f"wrote {args.out}")
+    stamp.emit(text, args.out, MEASURES)
 
 
 if __name__ == "__main__":

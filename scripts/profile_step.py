@@ -138,9 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     for model in models:
         lines += profile_model(model, args.steps, args.kernels)
     text = "\n".join(lines)
-    print(text)
-    if args.out is not None:
-        stamp.write(args.out, text, MEASURES)
+    stamp.emit(text, args.out, MEASURES)
 
 
 if __name__ == "__main__":

@@ -173,6 +173,14 @@ def stale_reason(path: Path) -> str | None:
     return None
 
 
+def emit(text: str, out: Path | None, measures: list[str | Path]) -> None:
+    """A benchmark's ending: print its `text`, and with an `out` file, write it there under a stamp."""
+    print(text, end="" if text.endswith("\n") else "\n")
+    if out is not None:
+        write(out, text, measures)
+        print(f"wrote {out}")
+
+
 def write(path: Path, text: str, measures: list[str | Path]) -> Stamp:
     """Write `text` to `path` under a stamp line for a measurement of `measures`; returns the stamp."""
     stamp = make(measures)

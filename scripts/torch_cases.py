@@ -58,9 +58,7 @@ def main() -> int:
     cases = count.cases()
     outcome = ", ".join(f"{n} {what}" for what, n in sorted(count.outcomes.items()))
     text = f"{sum(cases.values())} cases (examples x ops) over {len(cases)} ops; tests: {outcome}\n\n{table(cases)}"
-    print(text)
-    if args.out:
-        stamp.write(args.out, text, ["packages", SUITE, __file__])
+    stamp.emit(text, args.out, ["packages", SUITE, __file__])
     return int(code)
 
 

@@ -38,6 +38,7 @@ from uopc.backend.c.compiler import (
     cached_library,
     cflags,
     compiler,
+    store_file,
 )
 from uopc.lower import Binary
 
@@ -368,6 +369,19 @@ def test_least_recently_used_libraries_are_evicted_first(cc_log: Path, monkeypat
     assert build_library(a) == lib_a and compiles(cc_log) == 3
     assert build_library(b) == lib_b and compiles(cc_log) == 4  # evicted, so built again
     assert sum(p.stat().st_size for p in cache_dir().rglob("lib-*.so")) <= 2.5 * size
+
+
+def test_kept_plans_and_searched_opts_count_toward_the_limit_and_are_evicted_too(
+    cc_log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cache used only by search keeps only opts files: they must not grow past the limit either."""
+    record = b'{"opts": []}' + b" " * 500
+    monkeypatch.setenv("UOPC_CACHE_MAX_MB", str(2.5 * len(record) * 256 / 2**20))  # two files a folder
+    kept = []
+    for i, (prefix, suffix) in enumerate([("opts-", ".json"), ("plan-", ".json"), ("opts-", ".json")]):
+        kept.append(store_file(f"ab{i:062x}", prefix, suffix, record + bytes([i])))
+        time.sleep(0.05)  # file times have a granularity of a few milliseconds
+    assert not kept[0].exists() and kept[1].exists() and kept[2].exists()
 
 
 def test_a_library_larger_than_the_limit_is_kept_until_the_next_build(

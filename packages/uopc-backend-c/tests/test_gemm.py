@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import platform
+import shlex
+import subprocess
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -10,6 +14,7 @@ import numpy.typing as npt
 import pytest
 
 from uopc.backend.c import CExecutable, render_c
+from uopc.backend.c.compiler import cflags, compiler
 from uopc.ir import UOp
 from uopc.lower import Kernel, Opts, Step, linearize, rangeify
 
@@ -169,3 +174,17 @@ def test_vector_axis_renders_vector_loads_stores_and_accumulators() -> None:
     assert source.count("f32x16 acc") == 4 and source.count("= *(const f32x16_u*)(data1 + ") == 2, source
     assert source.count("*(f32x16_u*)(data2 + ") == 4 and "float val" in source  # A's values stay scalars
     assert "omp simd" not in source and "fp-contract" not in source and source.count("= fma_f32x16(") == 4
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="reads x86 assembly")
+def test_a_scalar_spread_over_the_lanes_costs_no_arithmetic(tmp_path: Path) -> None:
+    """A's value meets a vector of B's in each FMA, spread over the lanes. Written `(f32x16){} + a`, the
+    spread is an add to +0.0, which IEEE rules do not let gcc drop (it turns -0.0 into +0.0): a scalar add
+    and a register broadcast per row of the tile and step of k, on the ports the FMAs need (notes 124).
+    `a - (f32x16){}` is exactly a, so gcc broadcasts A's float straight from memory."""
+    source = render_c(linearize(gemm_kernel(8, 64, 32, Opts(vector=(1, 16), upcast={0: 8, 1: 2}))))
+    c_file = tmp_path / "gemm.c"
+    c_file.write_text(source)
+    command = [compiler(), *shlex.split(cflags()), "-S", "-o", "-", str(c_file)]
+    assembly = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    assert "addss" not in assembly and "vbroadcastss\t(" in assembly

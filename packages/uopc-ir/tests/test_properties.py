@@ -5,6 +5,7 @@ Every test is derandomized (see `seeded`): a failure prints its example and reru
 - simplify never changes the value of an integer index expression, and every value of every subexpression
   lies within [vmin, vmax], before and after simplification. The value comes from the rewrite interpreter
   (substitute each RANGE with a constant, then `run`), cross-checked by a pure-Python evaluator below.
+- a memo shared by several simplifications changes none of their results.
 - parse(to_uir(g)) is g for random graphs of every dtype, including awkward constants.
 - hash consing: rebuilding a graph node by node gives back the very same object.
 - movement ops evaluate like the same moves done on a Python dict of index -> value.
@@ -201,6 +202,18 @@ def test_simplify_preserves_value_and_bounds(sizes: list[int], steps: list[Step]
 def test_simplify_reaches_a_fixed_point(sizes: list[int], steps: list[Step]) -> None:
     s = simplify(build(sizes, steps))
     assert simplify(s) is s
+
+
+@seeded(100)
+@given(sizes_strategy, st.lists(steps_strategy, min_size=1, max_size=4))
+def test_a_shared_memo_simplifies_as_a_fresh_rewrite(sizes: list[int], recipes: list[list[Step]]) -> None:
+    # expressions over the same loops, and each one's prefixes: they share subexpressions, which the memo
+    # keeps from one call to the next; longest first, so that later calls meet nodes simplified before
+    exprs = [build(sizes, steps[:n]) for steps in recipes for n in range(len(steps), -1, -1)]
+    memo: dict[UOp, UOp] = {}
+    for e in exprs:
+        assert simplify(e, memo) is simplify(e), f"the memo changed the simplified form of\n{to_uir(e)}"
+    assert all(memo[s] is simplify(s) for s in memo), "the memo holds a node that is not fully simplified"
 
 
 @seeded(100)

@@ -6,13 +6,17 @@ not at values: values are checked end to end by the backend and tensor suites.
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 from uopc.ir import AxisType, Ops, UOp, UOpError, dtypes, linear_terms
 from uopc.lower import (
     Kernel,
     LowerError,
+    Opts,
     PlanCache,
+    choose_opts,
     kernel_params,
     linearize,
     make_plan,
@@ -108,12 +112,48 @@ def test_plans_are_cached_by_structure_not_by_buffer() -> None:
     assert len(plan.kernels) == 1
 
 
+def test_a_plan_made_and_dropped_leaves_no_node_alive() -> None:
+    # make_plan's memos (each group's lowered kernel, simplified index expressions) live as long as the
+    # call: module-wide caches kept up to 1024 kernels and 16384 expressions of plans long dropped
+    graph = normalize([(buf(3, 7, 11) * 3.5).exp().sum([1]) + 0.25])[0]
+    gc.collect()
+    before = set(UOp._cache.values())
+    plan = make_plan(graph, opt=True)
+    assert len(plan.kernels) == 1
+    del plan
+    gc.collect()
+    assert [u for u in UOp._cache.values() if u not in before] == []
+
+
 def test_a_different_constant_is_a_different_plan() -> None:
     cache = PlanCache()
     for c in (2.0, 3.0):
         graph, _ = normalize([buf(9, 5) * c])
         cache.get(graph, opt=True)
     assert cache.made == 2
+
+
+@pytest.mark.parametrize("collector_on", [True, False])
+def test_the_cycle_collector_is_off_while_a_plan_is_made_and_as_before_after(
+    collector_on: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[bool] = []
+
+    def choose(kernel: UOp) -> Opts:  # called once per kernel, as the plan is made
+        seen.append(gc.isenabled())
+        return choose_opts(kernel)
+
+    monkeypatch.setattr("uopc.lower.kernelize.choose_opts", choose)
+    huge = UOp.buffer(0, 1).reshape((1, 1)).expand((2**25, 2**24)).shrink(((0, 1), (0, 1))).reshape((1,))
+    (gc.enable if collector_on else gc.disable)()
+    try:
+        make_plan(normalize([buf(0, 3, 4).sum([1])])[0], opt=True)
+        assert seen == [False] and gc.isenabled() is collector_on
+        with pytest.raises(LowerError, match="kernels take views of at most"):
+            make_plan(normalize([huge])[0], opt=True)
+        assert gc.isenabled() is collector_on  # also after a plan that failed
+    finally:
+        gc.enable()
 
 
 def test_a_computed_subgraph_is_read_from_its_buffer_not_walked() -> None:
@@ -177,7 +217,7 @@ def contiguous_per_thread(copy: Kernel, op: Ops) -> bool:
 
 @pytest.mark.parametrize("transposed", [False, True])
 def test_the_packing_copy_walks_its_operand_in_memory_order_where_it_can(transposed: bool) -> None:
-    """B stored as (k, n) (A @ B): a thread reads whole rows of B, not 64 floats of each of k rows, one page
+    """B stored as (k, n) (A @ B): a thread reads whole rows of B, not 32 floats of each of k rows, one page
     apart (threaded over the panels, the copy took twice as long). B stored as (n, k) (A @ B.T) is read down
     its columns whatever the loop order; each thread writes whole panels."""
     plan = make_plan(normalize([matmul(512, transposed)])[0], pack=True)  # a copy large enough for threads

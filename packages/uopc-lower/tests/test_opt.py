@@ -13,7 +13,7 @@ import pytest
 
 from uopc.ir import AxisType, Ops, UOp, dtypes, simplify, substitute
 from uopc.lower import Kernel, LowerError, Opts, apply_opts, choose_opts, linearize, rangeify
-from uopc.lower.opt import STREAM_MIN_BYTES, TILE_NODES, reduce_strides
+from uopc.lower.opt import STREAM_MIN_BYTES, TILE_NODES, copies, reduce_strides
 
 Gemm = Callable[[int, int, int], UOp]
 
@@ -102,6 +102,23 @@ def test_upcast_gemm_shares_one_reduce_loop(gemm: Gemm) -> None:
     assert len(reduces) == 4 and count(opted, Ops.STORE) == 4
     assert len({r.src[1] for r in reduces}) == 1  # one reduce range, shared by the whole 2x2 tile
     assert loops(opted) == {0: (AxisType.LOOP, 2), 1: (AxisType.LOOP, 3), 2: (AxisType.REDUCE, 8)}
+
+
+PADDED = UOp.buffer(0, 24).reshape((4, 6)).pad(((1, 1), (0, 2))).reshape((8, 6)).permute((1, 0)).exp()
+
+
+@pytest.mark.parametrize(("value", "axis"), [(ELEMENTWISE, 1), (PADDED, 0), (PADDED, 1)])
+def test_copies_simplified_as_they_are_made_are_the_copies_simplified_after(value: UOp, axis: int) -> None:
+    # upcast_tile simplifies each copy of a node as it makes it, sources first: the same nodes as one
+    # simplify of each whole copy (here a loop index made each of its constants: index math folds)
+    (end,) = [e for e in kernel_of(value, 1).src if e.op is Ops.END]
+    r = next(x for x in end.src[1:] if x.arg.axis == axis)
+    values = {r: [UOp.const(k, r.scalar_dtype) for k in range(r.src[0].arg)]}
+    memo: dict[UOp, UOp] = {}
+    made = copies(end.src[0], values, len(values[r]), lambda u: simplify(u, memo))
+    plain = copies(end.src[0], values, len(values[r]))
+    assert made == [simplify(c) for c in plain]
+    assert made != plain  # there was something to simplify
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -242,6 +259,22 @@ def test_vector_splits_the_axis_into_lanes(lanes: int, left: dict[int, int]) -> 
 def test_vector_then_upcast_tiles_vectors() -> None:
     opted = apply_opts(_float_matmul(4, 5, 32), Opts(vector=(1, 8), upcast={0: 2, 1: 2}))
     assert count(opted, Ops.STORE) == 4 and sorted(stored_indices(opted)) == list(range(128))
+
+
+def test_a_memo_shared_by_the_kernels_of_a_plan_changes_no_kernel(gemm: Gemm) -> None:
+    # kernels over the same loops share index expressions, which the memo keeps simplified between them;
+    # every kind of opt that simplifies, and the same kernel twice (all of it in the memo the second time)
+    work = [
+        (_float_matmul(4, 5, 32), Opts(vector=(1, 8), upcast={0: 2, 1: 2})),
+        (gemm_kernel(gemm, 4, 8, 6), Opts(upcast={0: 2, 1: 3}, unroll={2: 2}, thread=1)),
+        (gemm_kernel(gemm, 4, 8, 6), Opts(upcast={1: 6}, unroll={2: 4})),
+        (kernel_of(ELEMENTWISE, 1), Opts(upcast={0: 2, 1: 6})),
+        (gemm_kernel(gemm, 4, 8, 6), Opts(upcast={0: 2, 1: 3}, unroll={2: 2}, thread=1)),
+    ]
+    alone = [apply_opts(kernel, opts) for kernel, opts in work]
+    memo: dict[UOp, UOp] = {}
+    assert [apply_opts(kernel, opts, memo) for kernel, opts in work] == alone
+    assert memo  # the memo was used, not ignored
 
 
 COLUMNS = UOp.buffer(0, 32).reshape((4, 8))

@@ -265,3 +265,30 @@ def test_opt_0_makes_plain_loops(capsys: pytest.CaptureFixture[str], monkeypatch
     assert "#pragma omp" not in plain
     assert len(set(re.findall(r"\bacc\d+\b", plain))) == 1  # one accumulator: no upcast
     assert plain.count("for (") == 3  # i, j and the reduction over k: nothing split or unrolled
+
+
+@pytest.mark.c_backend
+def test_waiting_for_optimized_builds_makes_the_next_run_use_them(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A plan built in tiers first runs its quick library; after wait_for_optimized_builds, its -O3 build has
+    ended and the next run swaps it in, with the same values."""
+    from uopc.backend.c import CExecutable, compiler
+
+    monkeypatch.delenv("CFLAGS", raising=False)
+    monkeypatch.setenv("UOPC_CACHE", str(tmp_path))
+    monkeypatch.setattr(compiler, "TIERED_MIN_CHARS", 0)  # every plan is built in tiers
+    monkeypatch.setattr(realizer, "compiled", weakref.WeakKeyDictionary())
+    rng = np.random.default_rng(117)
+    x, w = rng.standard_normal((16, 48)).astype(np.float32), rng.standard_normal((48, 40)).astype(np.float32)
+    quick = (Tensor(x) @ Tensor(w)).relu().numpy()
+    ((_, on_device),) = realizer.compiled.items()
+    compiled = on_device["C"]
+    later = compiled.binary.later
+    assert later is not None and isinstance(compiled.executable, CExecutable)
+    realizer.wait_for_optimized_builds()
+    assert later.done() and later.exception() is None
+    optimized = (Tensor(x) @ Tensor(w)).relu().numpy()
+    assert compiled.executable.later is None  # the run swapped the optimized library in
+    assert quick.tobytes() == optimized.tobytes()
+    np.testing.assert_allclose(optimized, np.maximum(x @ w, 0), rtol=1e-5, atol=1e-5)

@@ -159,14 +159,20 @@ class PatternMatcher:
         return None
 
 
-def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: bool = True) -> UOp:
+def graph_rewrite(
+    root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: bool = True, memo: dict[UOp, UOp] | None = None
+) -> UOp:
     """Apply `pm` to every node of `root` until no rule applies anywhere; iterative and memoized.
 
     Bottom-up (the default) rewrites a node's sources before the node. Top-down first tries the rules on
     a node as it is, before its sources are visited. Either way, a replacement is itself rewritten until no
     rule applies, and a node whose sources changed is tried again.
+
+    `memo` (node -> its fully rewritten form) is the caller's to keep between rewrites with the same `pm` and
+    `ctx` whose rules look at nothing but the nodes: a node one rewrite finished is not visited again by the
+    next (an upcast's copies share most of their sources with the kernel they were made from).
     """
-    done: dict[UOp, UOp] = {}  # node -> its fully rewritten form
+    done: dict[UOp, UOp] = {} if memo is None else memo
     active: set[UOp] = set()  # nodes whose rewrite is in progress: meeting one again is a cycle
     budget = _Budget(root)
     # a frame: (node, stage, the rule whose output is being walked, the node's replacement)

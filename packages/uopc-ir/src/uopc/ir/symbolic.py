@@ -299,6 +299,10 @@ symbolic_rules: list[tuple[UPat, RuleFn]] = [
 symbolic = ShapeKeepingMatcher(symbolic_rules)
 
 
-def simplify(u: UOp) -> UOp:
-    """`u` with constants folded and integer arithmetic in canonical form; never reassociates floats."""
-    return graph_rewrite(u, symbolic)
+def simplify(u: UOp, memo: dict[UOp, UOp] | None = None) -> UOp:
+    """`u` with constants folded and integer arithmetic in canonical form; never reassociates floats.
+
+    A `memo` shared by several calls keeps each node's simplified form for the next: the rules look at
+    nothing but the node, so a node's form is the same in every graph it is part of. The caller owns it,
+    and decides how long it holds the nodes in it alive."""
+    return graph_rewrite(u, symbolic, memo=memo)

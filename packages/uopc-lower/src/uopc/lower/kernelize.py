@@ -14,15 +14,16 @@ first use, so a training step that repeats on new data finds its plan in the cac
 
 from __future__ import annotations
 
-import functools
+import contextlib
+import gc
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from uopc.ir import BufferArg, ConstValue, DType, Ops, UOp, round_to, sink, substitute, toposort
 from uopc.lower.opt import Opts, choose_opts
 from uopc.lower.pack import Packable, copy_opts, pack_kernel, pack_matmul
-from uopc.lower.rangeify import rangeify
+from uopc.lower.rangeify import Memo, rangeify
 from uopc.lower.stages import BufferSpec, Kernel, Plan, Step
 
 _CHEAP = (Ops.BUFFER, Ops.CONST)
@@ -175,6 +176,24 @@ def _kernel_name(shape: tuple[int, ...], reduces: bool, taken: set[str]) -> str:
     return name
 
 
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cycle collector off while a plan is made or built, and as it was before afterwards.
+
+    Making a plan allocates a hundred thousand objects (nodes, their sources, memo entries), nearly all of
+    them kept: hash consing shares the nodes, and the plan holds its kernels. The collector runs every 700
+    allocations and walks the young objects again and again as they age, finding no garbage: a sixth of
+    the CPU time of a GPT step's first step (notes 121). A cycle made meanwhile waits for the next collection."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
+@collector_paused()
 def make_plan(graph: UOp, opt: bool = True, pack: bool = False) -> Plan:
     """The plan for a normalized graph (see `normalize`): one kernel per group of materialized nodes, each
     with the opts `choose_opts` picks for it (none if `opt` is off). With `opt` and `pack`, a large matmul
@@ -200,8 +219,9 @@ def make_plan(graph: UOp, opt: bool = True, pack: bool = False) -> Plan:
     kernels: list[Kernel] = []
     steps: list[Step] = []
     names: set[str] = set()
+    memo = _PlanMemo()
     for group in group_outputs(order, boundaries):
-        ast, plan_buffers = _lower_group(group, boundaries, where)
+        ast, plan_buffers = _lower_group(group, boundaries, where, memo)
         name = _kernel_name(group.shape, not group.elementwise, names)
         packing = pack_matmul(ast) if opt and pack else None
         if packing is None:
@@ -233,7 +253,20 @@ def _schedule_copy(
     return tuple(len(buffers) - 1 if i == slot else b for i, b in enumerate(plan_buffers))
 
 
-def _lower_group(group: _Group, boundaries: set[UOp], where: dict[UOp, int]) -> tuple[UOp, tuple[int, ...]]:
+@dataclass
+class _PlanMemo:
+    """What one make_plan keeps from one kernel to the next, and drops when it returns: simplify's memo
+    (rangeify.Memo), and the kernel lowered for each group's values: a model's repeated layers give groups
+    whose values are the same graph over the same local buffers (nodes are hash-consed, so the same
+    object), and their kernel is lowered once."""
+
+    simplified: Memo = field(default_factory=dict)
+    kernels: dict[tuple[tuple[UOp, UOp], ...], tuple[UOp, tuple[int, ...]]] = field(default_factory=dict)
+
+
+def _lower_group(
+    group: _Group, boundaries: set[UOp], where: dict[UOp, int], memo: _PlanMemo
+) -> tuple[UOp, tuple[int, ...]]:
     """The kernel graph for one group, with its parameters numbered 0.. and the plan buffer of each."""
     members = set(group.members)
     inner = boundaries - members
@@ -251,7 +284,10 @@ def _lower_group(group: _Group, boundaries: set[UOp], where: dict[UOp, int]) -> 
         for u in _region(m, inner)
         if u in inner
     }
-    kernel, used = _kernel(tuple((dest, _with_loads(m, loads)) for dest, m in outputs))
+    values = tuple((dest, _with_loads(m, loads)) for dest, m in outputs)
+    if values not in memo.kernels:
+        memo.kernels[values] = _kernel(values, memo.simplified)
+    kernel, used = memo.kernels[values]
     by_slot = {b.arg.slot: plan_buffer for plan_buffer, b in local.items()}
     return kernel, tuple(by_slot[old] for old in used)
 
@@ -269,13 +305,9 @@ def _with_loads(m: UOp, loads: dict[UOp, UOp]) -> UOp:
     return new[m]
 
 
-@functools.lru_cache(maxsize=1024)
-def _kernel(values: tuple[tuple[UOp, UOp], ...]) -> tuple[UOp, tuple[int, ...]]:
-    """The kernel that stores `values`, its parameters renumbered 0.. in slot order, and the old slot of each.
-
-    A model's repeated layers give groups whose values are the same graph over the same local buffers
-    (nodes are hash-consed, so the same object): their kernel is lowered once, here."""
-    kernel = rangeify(values)
+def _kernel(values: tuple[tuple[UOp, UOp], ...], simplified: Memo) -> tuple[UOp, tuple[int, ...]]:
+    """The kernel that stores `values`, its parameters renumbered 0.. in slot order, and the old slot of each."""
+    kernel = rangeify(values, simplified)
     used = sorted({u.arg.slot for u in kernel.toposort() if u.op is Ops.DEFINE_GLOBAL})
     renumber = {old: new for new, old in enumerate(used)}
     kernel = substitute(

@@ -17,13 +17,10 @@ from typing import Any
 from uopc.ir import (
     DType,
     Ops,
-    PatternMatcher,
     UOp,
     UopcError,
-    UPat,
     accumulator_dtype,
     dtypes,
-    graph_rewrite,
     round_to,
     toposort,
 )
@@ -61,14 +58,14 @@ def reduce_identity(op: Ops, dtype: DType) -> UOp:
     return UOp.const(round_to(dtype, value), dtype)
 
 
-def shared_scopes(kernel: UOp) -> dict[UOp, frozenset[UOp]]:
-    """For each reduce range, the loops around it: those the values of all REDUCEs over it depend on.
+def shared_scopes(nodes: list[UOp], ranges: dict[UOp, frozenset[UOp]]) -> dict[UOp, frozenset[UOp]]:
+    """For each reduce range among a kernel's `nodes` (sources first), the loops around it: those the values
+    of all REDUCEs over it depend on. `ranges` (loop_ranges') gets the answers for the nodes.
 
     REDUCEs can share a reduce loop (the copies an upcast makes) yet depend on different loops (a copy
     that reads only padding depends on none). The loop has one place, inside all of them, so every
     accumulator updated in it is declared there too, and starts again on each iteration around it."""
-    nodes = toposort(kernel)
-    ranges = loop_ranges(nodes)
+    loop_ranges(nodes, ranges)
     scopes: dict[UOp, frozenset[UOp]] = {}
     for r in (u for u in nodes if u.op is Ops.REDUCE):
         outer = ranges[r.src[0]] - set(r.src[1:])
@@ -89,15 +86,25 @@ def _accumulate(r: UOp, ctx: dict[str, Any]) -> UOp:
     return update.end(*reduce_ranges).cast(r.scalar_dtype)
 
 
-_reduces_to_accumulators = PatternMatcher([(UPat(Ops.REDUCE, name="r"), _accumulate)])
-
-
-def expand_reduces(kernel: UOp) -> UOp:
+def expand_reduces(kernel: UOp, ranges: dict[UOp, frozenset[UOp]] | None = None) -> UOp:
     """Each REDUCE becomes an accumulator: declared where its result is used, updated inside its loops,
     and read (the END) after they close. The declaration depends on every enclosing range, so it sits
-    inside those loops: each output element, and each thread, gets its own accumulator."""
-    ctx = {"accs": 0, "scopes": shared_scopes(kernel), "ranges": {}}
-    return graph_rewrite(kernel, _reduces_to_accumulators, ctx=ctx)
+    inside those loops: each output element, and each thread, gets its own accumulator.
+
+    One walk, sources first, so a REDUCE whose value holds another REDUCE sees it expanded already. (One
+    rule, but not graph_rewrite: what a rule returns is rewritten again, and there is nothing to rewrite
+    in an accumulator; the walk takes a third of the time.) `ranges` (loop_ranges') gets the answers for
+    every node met, old and new: the expanded kernel keeps most of the nodes, and a node's answer depends
+    on nothing else, so linear_order adds only the rest."""
+    ranges = {} if ranges is None else ranges
+    nodes = toposort(kernel)
+    ctx = {"accs": 0, "scopes": shared_scopes(nodes, ranges), "ranges": ranges}
+    new: dict[UOp, UOp] = {}
+    for u in nodes:
+        src = tuple(new[s] for s in u.src)
+        expanded = u if src == u.src else u.replace(src=src)
+        new[u] = _accumulate(expanded, ctx) if u.op is Ops.REDUCE else expanded
+    return new[kernel]
 
 
 class LoopTree:
@@ -107,6 +114,7 @@ class LoopTree:
         self.parent: dict[UOp, Block] = {}
         self.depth: dict[Block, int] = {ROOT: 0}
         self._common: dict[tuple[Block, Block], Block] = {}
+        self._innermost: dict[frozenset[UOp], Block] = {}
         for end in reversed([u for u in nodes if u.op is Ops.END]):  # outer loops before the loops inside them
             outer: Block = self.innermost(ranges[end], end)
             for r in end.src[1:]:
@@ -134,7 +142,13 @@ class LoopTree:
         return out[::-1]
 
     def innermost(self, rs: frozenset[UOp], u: UOp) -> Block:
-        """The deepest of the ranges `rs`; they must all lie on one chain of nested loops."""
+        """The deepest of the ranges `rs`; they must all lie on one chain of nested loops (kept: most nodes
+        of a kernel are inside one of a few sets of loops)."""
+        if rs not in self._innermost:
+            self._innermost[rs] = self._deepest(rs, u)
+        return self._innermost[rs]
+
+    def _deepest(self, rs: frozenset[UOp], u: UOp) -> Block:
         if not rs:
             return ROOT
         unplaced = [r for r in rs if r not in self.depth]
@@ -176,10 +190,11 @@ def linear_order(kernel: UOp) -> list[UOp]:
     Each node is placed in the innermost loop it depends on, and inside a block, statements and nested
     loops are ordered by their dependencies (ties keep graph order, which keeps the output readable).
     """
-    kernel = expand_reduces(kernel)
+    ranges: dict[UOp, frozenset[UOp]] = {}
+    kernel = expand_reduces(kernel, ranges)
     nodes = toposort(kernel)
     order = {u: i for i, u in enumerate(nodes)}
-    ranges = loop_ranges(nodes)
+    loop_ranges(nodes, ranges)
     tree = LoopTree(nodes, ranges)
     block = {u: tree.parent[u] if u.op is Ops.RANGE else tree.innermost(ranges[u], u) for u in nodes}
     items: dict[Block, set[UOp]] = {}
@@ -187,8 +202,11 @@ def linear_order(kernel: UOp) -> list[UOp]:
     for u in nodes:
         items.setdefault(block[u], set()).add(u)
         for s in u.src:
-            b = tree.common(block[s], block[u])
-            first, then = _item(tree, block, s, b), _item(tree, block, u, b)
+            if block[s] is block[u]:  # most edges: both ends in one block, no loop between them
+                first, then = s, u
+            else:
+                b = tree.common(block[s], block[u])
+                first, then = _item(tree, block, s, b), _item(tree, block, u, b)
             if first is not then:
                 after.setdefault(first, set()).add(then)
     for read, update in _reads_before_updates(nodes):

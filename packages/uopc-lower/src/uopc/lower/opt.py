@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 
 from uopc.ir import (
@@ -82,10 +83,17 @@ def upcast(kernel: UOp, axis: int, n: int) -> UOp:
     return upcast_tile(kernel, {axis: n})
 
 
-def upcast_tile(kernel: UOp, factors: dict[int, int]) -> UOp:
+def upcast_tile(kernel: UOp, factors: dict[int, int], memo: dict[UOp, UOp] | None = None) -> UOp:
     """Upcast several output axes at once (axis -> factor): each statement is copied once per position of
     its register tile, the positions in row-major order of the axes; copy k of a range r of size n*m reads
-    `outer * n + k` for it, where `outer` is the new loop of m iterations (the constant k if m is 1)."""
+    `outer * n + k` for it, where `outer` is the new loop of m iterations (the constant k if m is 1).
+    `memo` is simplify's (see apply_opts): each copy of a node is simplified as it is made, its sources
+    simplified before it, as one simplify of the whole tile would, without making the copy twice."""
+    known: dict[UOp, UOp] = {} if memo is None else memo
+
+    def simplified(u: UOp) -> UOp:
+        return known[u] if u in known else simplify(u, known)
+
     values: dict[UOp, list[UOp]] = {}  # each upcast range -> its replacement in copy 0, 1, ...
     outers: dict[UOp, UOp] = {}
     for axis, n in sorted(factors.items()):
@@ -104,24 +112,30 @@ def upcast_tile(kernel: UOp, factors: dict[int, int]) -> UOp:
         ranges = [x for x in ranges if x.src[0].arg > 1 or x not in outers.values()]
         positions = list(itertools.product(*(range(len(values[r])) for r in tiled)))
         tile = {r: [values[r][p[i]] for p in positions] for i, r in enumerate(tiled)}
-        out += [stmt.end(*ranges) if ranges else stmt for stmt in copies(end.src[0], tile, len(positions))]
-    return simplify(sink(*out))
+        out += [stmt.end(*ranges) if ranges else stmt for stmt in copies(end.src[0], tile, len(positions), simplified)]
+    return simplify(sink(*out), known)
 
 
-def copies(root: UOp, values: dict[UOp, list[UOp]], count: int) -> list[UOp]:
-    """`root` `count` times, node `r` replaced by values[r][i] in copy i. One walk over the graph: a node
-    that depends on none of the replaced nodes is shared by all the copies (hash consing would make the
-    copies of it one node anyway; the walk does not build them)."""
+def copies(
+    root: UOp, values: dict[UOp, list[UOp]], count: int, finish: Callable[[UOp], UOp] = lambda u: u
+) -> list[UOp]:
+    """`root` `count` times, node `r` replaced by values[r][i] in copy i, and each new node passed through
+    `finish` (upcast_tile's simplifies it). One walk over the graph: a node that depends on none of the
+    replaced nodes is shared by all the copies (hash consing would make the copies of it one node anyway;
+    the walk does not build them)."""
     copied: dict[UOp, list[UOp]] = dict(values)
     for u in toposort(root):
         if u in copied or not any(s in copied for s in u.src):
             continue
-        copied[u] = [u.replace(src=tuple(copied[s][i] if s in copied else s for s in u.src)) for i in range(count)]
+        copied[u] = [
+            finish(u.replace(src=tuple(copied[s][i] if s in copied else s for s in u.src))) for i in range(count)
+        ]
     return copied.get(root, [root] * count)
 
 
-def unroll(kernel: UOp, axis: int, n: int) -> UOp:
-    """Combine n values per iteration of reduce `axis`: the loop body is copied n times and chained."""
+def unroll(kernel: UOp, axis: int, n: int, memo: dict[UOp, UOp] | None = None) -> UOp:
+    """Combine n values per iteration of reduce `axis`: the loop body is copied n times and chained.
+    `memo` is simplify's (see apply_opts)."""
     r = find_range(kernel, axis)
     if r.arg.kind is not AxisType.REDUCE:
         raise LowerError(f"opt: axis {axis} is an output axis; unroll takes reduce axes (use upcast)")
@@ -138,7 +152,7 @@ def unroll(kernel: UOp, axis: int, n: int) -> UOp:
             ranges = [outer if x is r else x for x in red.src[1:] if x is not r or outer.src[0].arg > 1]
             combined = UOp(Ops.REDUCE, dtype, (value, *ranges), red.arg) if ranges else value
             new[red] = combined.cast(red.scalar_dtype)
-    return simplify(substitute(kernel, new))
+    return simplify(substitute(kernel, new), memo)
 
 
 def thread(kernel: UOp, axis: int) -> UOp:
@@ -157,10 +171,11 @@ def thread(kernel: UOp, axis: int) -> UOp:
     return sink(*out)
 
 
-def vectorize(kernel: UOp, axis: int, lanes: int) -> UOp:
+def vectorize(kernel: UOp, axis: int, lanes: int, memo: dict[UOp, UOp] | None = None) -> UOp:
     """Split output `axis` into a loop over vectors and the `lanes` lanes of each: index = outer * lanes +
     lane, the lane range a new axis of kind VECTOR placed just inside the outer loop. A renderer runs the
-    lanes as one SIMD register, so every value that depends on them must be a vector (check_vector)."""
+    lanes as one SIMD register, so every value that depends on them must be a vector (check_vector).
+    `memo` is simplify's (see apply_opts)."""
     r = find_range(kernel, axis)
     if r.arg.kind is not AxisType.LOOP:
         raise LowerError(f"opt: only an output axis can be vectorized, axis {axis} is {r.arg.kind.value}")
@@ -178,7 +193,7 @@ def vectorize(kernel: UOp, axis: int, lanes: int) -> UOp:
             out.append(substitute(end.src[0], {r: index}).end(*ranges))
         else:
             out.append(end)
-    vectored = simplify(sink(*out))
+    vectored = simplify(sink(*out), memo)
     check_vector(vectored, find_range(vectored, lane.arg.axis))
     return vectored
 
@@ -296,11 +311,12 @@ def _reduce_loads(kernel: UOp) -> list[tuple[UOp, bool]]:
     """(reduce range, whether the load strides along it), for each load and each reduce range that moves it."""
     nodes = kernel.toposort()
     reduces = {u for u in nodes if u.op is Ops.RANGE and u.arg.kind in (AxisType.REDUCE, AxisType.UNROLL)}
-    inside: dict[UOp, frozenset[UOp]] = {}  # node -> the reduce ranges it is computed from
-    for u in nodes:
+    loads = [u for u in nodes if u.op is Ops.LOAD]
+    inside: dict[UOp, frozenset[UOp]] = {}  # node of an index -> the reduce ranges it is computed from
+    for u in toposort(sink(*(load.src[1] for load in loads))) if loads else ():  # indices, not values: fewer
         inside[u] = frozenset([u]) if u in reduces else frozenset().union(*(inside[s] for s in u.src))
     out = []
-    for load in (u for u in nodes if u.op is Ops.LOAD):
+    for load in loads:
         terms, _ = linear_terms(load.src[1])
         for r in reduces:
             stride = terms.get(r, 0)
@@ -336,17 +352,22 @@ def choose_opts(kernel: UOp) -> Opts:
 MAX_UPCAST = 64  # values per register tile: gcc needed minutes for a 16x16 tile, and it spilled registers
 
 
-def apply_opts(kernel: UOp, opts: Opts) -> UOp:
-    """Unroll, then vectorize, then upcast, then thread; each step keeps the kernel's meaning."""
+def apply_opts(kernel: UOp, opts: Opts, memo: dict[UOp, UOp] | None = None) -> UOp:
+    """Unroll, then vectorize, then upcast, then thread; each step keeps the kernel's meaning.
+
+    Each step simplifies the kernel it made. Most of that kernel was simplified before: by rangeify, by
+    the step before, or in another kernel of the same plan (their index expressions are built from the
+    same loops, and hash consing makes them the same nodes). A `memo` given to several calls (simplify's,
+    node -> simplified node) skips those nodes: it halves the opts of a GPT step (notes 120)."""
     tile = prod(opts.upcast.values())
     if tile > MAX_UPCAST:
         raise LowerError(f"opt: upcast {opts.upcast} makes a tile of {tile} values; at most {MAX_UPCAST} are allowed")
     for axis, n in sorted(opts.unroll.items()):
-        kernel = unroll(kernel, axis, n)
+        kernel = unroll(kernel, axis, n, memo)
     if opts.vector is not None:
-        kernel = vectorize(kernel, *opts.vector)
+        kernel = vectorize(kernel, *opts.vector, memo)
     if opts.upcast:
-        kernel = upcast_tile(kernel, opts.upcast)
+        kernel = upcast_tile(kernel, opts.upcast, memo)
     if opts.thread is not None:
         kernel = thread(kernel, opts.thread)
     return kernel

@@ -1,14 +1,14 @@
 """Packing: a matmul's B copied into the order its register tile reads it, by a kernel the plan runs first.
 
-A matmul kernel C[i, j] = sum over k of A[i, k] * B[k, j] reads, for each k, a row of 64 of B's columns
+A matmul kernel C[i, j] = sum over k of A[i, k] * B[k, j] reads, for each k, a row of 32 of B's columns
 into its register tile. Where B is stored as (k, n), those rows lie n floats apart; where a layer stores it
-transposed, (n, k), each column is k floats from the next, and a tile's loads are 64 scattered floats. The
-packing copy writes B once into panels, panel p holding columns 64p .. 64p+63 for k = 0, 1, ...: the
+transposed, (n, k), each column is k floats from the next, and a tile's loads are 32 scattered floats. The
+packing copy writes B once into panels, panel p holding columns 32p .. 32p+31 for k = 0, 1, ...: the
 tile's reduce loop then walks one contiguous block of memory, the same for every layout, and the copy
 (n k floats, against m n k multiply-adds) absorbs the layout. The packed matmul's loops put the panel
-outermost: a panel (64 k floats, 256 KiB at k = 1024) stays in the core's L2 cache while every row of A
+outermost: a panel (32 k floats, 128 KiB at k = 1024) stays in the core's L2 cache while every row of A
 passes over it, which is the cache blocking. Where the reduce loop strides through A (A stored as (k, m), as
-in a weight's gradient x.T @ dy), A is packed the same way, into groups of the tile's four rows.
+in a weight's gradient x.T @ dy), A is packed the same way, into groups of the tile's eight rows.
 """
 
 from __future__ import annotations
@@ -19,9 +19,12 @@ from dataclasses import dataclass
 from uopc.ir import AxisType, Ops, UOp, dtypes, linear_terms, prod, range_, simplify, sink, substitute
 from uopc.lower.opt import Opts, can_vectorize, choose_opts
 
-PANEL = 64  # columns of B per panel: one register tile's width, 4 vectors of 16 floats
+PANEL = 32  # columns of B per panel: one register tile's width, 2 vectors of 16 floats
 LANES = 16  # floats in one vector register of AVX-512
-TILE_ROWS = 4  # rows of A per register tile: 4 x 4 vector accumulators, with room for B's 4 vectors
+# rows of A per register tile: 8 x 2 vector accumulators. Each step of k loads B's 2 vectors and 8 floats of
+# A for 16 FMAs; a 4 x 64 tile (4 x 4 accumulators) loads 4 vectors for as many, twice B's traffic from L2:
+# 1024 and 512, one thread, CPU time, numpy in the same rounds: 0.83-0.87x numpy against 0.72-0.75x (chapter 13)
+TILE_ROWS = 8
 # multiply-adds (m n k) from which a matmul is packed: 128^3. bench_gemm.py --compare-unpacked, all three
 # layouts, on a loaded 2-core machine: packed ran 0.9-1.05x the unpacked plan's speed at 64^3, 1.2x and more
 # at 128^3, 2.6-4.2x at 256^3
@@ -107,7 +110,7 @@ def find_packable(kernel: UOp) -> Packable | None:
 
 def find_strided_rows(kernel: UOp, rows: UOp, k: UOp) -> Packable | None:
     """A's load, where each step of k moves it by more than one element (A stored as (k, m)): packed into
-    groups of TILE_ROWS rows, the tile's four values for each k are next to each other, and the groups follow
+    groups of TILE_ROWS rows, the tile's eight values for each k are next to each other, and the groups follow
     one another in k order."""
     (total,) = [u for u in kernel.toposort() if u.op is Ops.REDUCE]
     load = _sole_load(kernel, total, {rows, k})
@@ -142,9 +145,9 @@ def copy_opts(copy: UOp) -> Opts:
     """choose_opts's opts for a packing copy, threaded over the axis along which the copy reads its operand
     with the largest stride, so that each thread's inner loops walk the operand in memory order.
 
-    B of A @ B, stored as (k, n), is copied in panels of 64 columns. Threaded over the panels, as
-    choose_opts would, a thread reads 64 floats from each of k rows n floats apart, each row in a page of
-    its own, and the prefetchers do not cross pages; threaded over k, a thread reads whole rows, 64 floats of
+    B of A @ B, stored as (k, n), is copied in panels of 32 columns. Threaded over the panels, as
+    choose_opts would, a thread reads 32 floats from each of k rows n floats apart, each row in a page of
+    its own, and the prefetchers do not cross pages; threaded over k, a thread reads whole rows, 32 floats of
     each panel in turn, and the copy takes half the time (DEBUG=3, n = 1024; notes 116). B stored as (n, k)
     (A @ B.T) is read down its columns either way; its largest stride is the panel's, as choose_opts has it."""
     opts = choose_opts(copy)

@@ -27,7 +27,7 @@ from typing import TypeVar
 import uopc.ir
 from uopc.ir import UOp, to_uir
 from uopc.lower.backend import Backend, Executable, PartsCompiler, PartsRenderer
-from uopc.lower.kernelize import make_plan
+from uopc.lower.kernelize import collector_paused, make_plan
 from uopc.lower.linearize import linearize, linearize_optimized
 from uopc.lower.opt import apply_opts
 from uopc.lower.rangeify import LowerError
@@ -74,6 +74,7 @@ class CompiledPlan:
         return self.make_source(self.programs)
 
 
+@collector_paused()  # as make_plan, for the same reason
 def compile_plan(plan: Plan, backend: Backend, key: str | None = None, beam: int | None = None) -> CompiledPlan:
     """Linearize every kernel of `plan` (as `backend` linearizes, if it brings its own arrow), then render,
     compile and load them with `backend`'s three parts; with a `key` (plan_key) and a backend that has a plan
@@ -116,9 +117,11 @@ def _linear_programs(
     opts are applied once per distinct graph and opts and the result linearized once: a model's repeated
     layers make the same kernels again (the GPT step's 159 kernels are 100 distinct ones), and nodes are
     hash-consed, so equal graphs are one object and the lookups are by identity; a repeat is only renamed.
-    The memo lives as long as this walk over one plan."""
+    The opts of all the kernels share one simplify memo (apply_opts). The memos live as long as this walk
+    over one plan."""
     optimized: dict[tuple[object, ...], UOp] = {}
     linear: dict[UOp, LinearProgram] = {}
+    simplified: dict[UOp, UOp] = {}
     for k in kernels:
         if backend.linearize is not None:  # its arrow chooses and applies its opts as it linearizes
             with clock.stage("linearize"):
@@ -127,7 +130,7 @@ def _linear_programs(
             key = (k.ast, *k.opts.key())
             with clock.stage("opts"):
                 if key not in optimized:
-                    optimized[key] = apply_opts(k.ast, k.opts)
+                    optimized[key] = apply_opts(k.ast, k.opts, simplified)
             ast = optimized[key]
             with clock.stage("linearize"):
                 if ast not in linear:

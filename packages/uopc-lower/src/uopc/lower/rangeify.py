@@ -10,7 +10,6 @@ uopc.ir's symbolic rules as they are built, so a reshape of a permute leaves no 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 
 from uopc.ir import (
@@ -36,11 +35,11 @@ from uopc.ir import (
 
 Index = tuple[UOp, ...]
 
-# Kernels over the same shapes flatten and unflatten the same index expressions, and a model's repeated layers
-# make the same kernels again: three of every four simplifications in a GPT step's plan had been done before.
-# simplify's answer depends on its node alone (nodes are hash-consed: an equal expression is the same
-# object), so the answers are kept, the most recently used ones.
-_simplify = functools.lru_cache(maxsize=1 << 14)(simplify)
+Memo = dict[UOp, UOp]
+"""simplify's memo (node -> simplified node): kernels over the same shapes flatten and unflatten the same
+index expressions, and a model's repeated layers make the same kernels again; three of every four
+simplifications in a GPT step's plan had been done before, and most of the rest share subexpressions with
+them. Its owner (make_plan: one per plan) decides how long it holds the nodes in it alive."""
 
 Job = tuple[UOp, Index, UOp]  # (shaped node, index of the element wanted, is that element in bounds)
 
@@ -49,51 +48,54 @@ class LowerError(UopcError, ValueError):
     """A shaped graph rangeify cannot lower: an op with no meaning in a kernel, or outputs that disagree."""
 
 
-def flat_index(idx: Index, shape: Sequence[int]) -> UOp:
+def flat_index(idx: Index, shape: Sequence[int], memo: Memo | None = None) -> UOp:
     """The row-major offset of element `idx` of an array of `shape`, in the integer type of `idx`."""
     flat = UOp.const(0, idx[0].scalar_dtype if idx else WIDE_INDEX)
     for i, s in zip(idx, shape, strict=True):
         flat = flat * s + i
-    return _simplify(flat)
+    return simplify(flat, memo)
 
 
-def unflat_index(flat: UOp, shape: Sequence[int]) -> Index:
+def unflat_index(flat: UOp, shape: Sequence[int], memo: Memo | None = None) -> Index:
     """The inverse of `flat_index`: the index in `shape` of the element at offset `flat`."""
     out: list[UOp] = []
     stride = prod(shape)
     for s in shape:
         stride //= s
-        out.append(_simplify((flat // stride) % s) if s > 1 else flat.const_like(0))
+        out.append(simplify((flat // stride) % s, memo) if s > 1 else flat.const_like(0))
     return tuple(out)
 
 
-def source_index(m: UOp, idx: Index, valid: UOp) -> tuple[Index, UOp]:
-    """The index into m's source that element `idx` of movement op `m` reads, and when that read is valid."""
+def source_index(m: UOp, idx: Index, valid: UOp, memo: Memo | None = None) -> tuple[Index, UOp]:
+    """The index into m's source that element `idx` of movement op `m` reads, and when that read is valid
+    (each simplified, with simplify's `memo` if one is given)."""
     shape, arg = m.src[0].shape, m.arg
     if m.op is Ops.RESHAPE:
-        return unflat_index(flat_index(idx, m.shape), shape), valid
+        return unflat_index(flat_index(idx, m.shape, memo), shape, memo), valid
     if m.op is Ops.PERMUTE:
         return tuple(idx[arg.index(a)] for a in range(len(shape))), valid
     if m.op is Ops.EXPAND:
         return tuple(i.const_like(0) if s == 1 else i for i, s in zip(idx, shape, strict=True)), valid
     if m.op is Ops.SHRINK:
-        return tuple(_simplify(i + b) for i, (b, _) in zip(idx, arg, strict=True)), valid
+        return tuple(simplify(i + b, memo) for i, (b, _) in zip(idx, arg, strict=True)), valid
     if m.op is Ops.FLIP:
         return tuple(
-            _simplify((s - 1) - i) if a in arg else i for a, (i, s) in enumerate(zip(idx, shape, strict=True))
+            simplify((s - 1) - i, memo) if a in arg else i for a, (i, s) in enumerate(zip(idx, shape, strict=True))
         ), valid
     # PAD: the element is real where every index lies inside the source; elsewhere it is the fill value 0
-    src_idx = tuple(_simplify(i - b) for i, (b, _) in zip(idx, arg, strict=True))
+    src_idx = tuple(simplify(i - b, memo) for i, (b, _) in zip(idx, arg, strict=True))
     for i, s in zip(src_idx, shape, strict=True):
         valid = valid & (i >= 0) & (i < s)
-    return src_idx, _simplify(valid)
+    return src_idx, simplify(valid, memo)
 
 
 class Rangeify:
-    """Lowers the nodes of one kernel; numbers its loops; remembers each (node, index, valid) it built."""
+    """Lowers the nodes of one kernel; numbers its loops; remembers each (node, index, valid) it built, and
+    (in `memo`, which may outlive it) each node it simplified."""
 
-    def __init__(self, first_reduce_axis: int) -> None:
+    def __init__(self, first_reduce_axis: int, memo: Memo | None = None) -> None:
         self.next_axis = first_reduce_axis
+        self.memo = {} if memo is None else memo
         self.built: dict[Job, UOp] = {}
         self.children: dict[Job, list[Job]] = {}
 
@@ -107,7 +109,7 @@ class Rangeify:
         if _never(valid):  # only padding reads this element, and padding is 0: nothing below is needed
             return []
         if u.op in Ops.MOVEMENT:
-            return [(u.src[0], *source_index(u, idx, valid))]
+            return [(u.src[0], *source_index(u, idx, valid, self.memo))]
         if u.op is Ops.REDUCE_AXIS:
             src_shape, axes = u.src[0].shape, u.arg[1]
             ranges = {a: self.new_range(src_shape[a]) for a in axes}
@@ -137,7 +139,7 @@ class Rangeify:
             ptr = UOp.define_global(u.arg.slot, u.arg.size, u.scalar_dtype)
             return ptr.load(idx[0], None if valid.op is Ops.CONST and valid.arg else valid)
         if u.op is Ops.PAD:
-            return _simplify(self.sources(job)[0][2].where(srcs[0], _zero(u)))
+            return simplify(self.sources(job)[0][2].where(srcs[0], _zero(u)), self.memo)
         if u.op in Ops.MOVEMENT or u.op in (Ops.CONTIGUOUS, Ops.DETACH):
             return srcs[0]
         if u.op is Ops.REDUCE_AXIS:
@@ -243,12 +245,14 @@ def narrow_indices(kernel: UOp) -> UOp:
     return new[kernel]
 
 
-def rangeify(outputs: Sequence[tuple[UOp, UOp]]) -> UOp:
+def rangeify(outputs: Sequence[tuple[UOp, UOp]], memo: Memo | None = None) -> UOp:
     """The kernel that writes each shaped `value` into its `destination` BUFFER: `[(destination, value), ...]`.
 
     All values share one shape, so they share one loop nest: a loop per output axis longer than 1
     (axis numbers 0.. follow the output axes), and one per reduced axis inside (numbered after them).
+    `memo` is simplify's, shared with the other kernels of a plan (see Memo).
     """
+    memo = {} if memo is None else memo
     shape = outputs[0][1].shape
     for dest, value in outputs:
         if value.shape != shape:
@@ -261,12 +265,12 @@ def rangeify(outputs: Sequence[tuple[UOp, UOp]]) -> UOp:
     check_view_sizes([v for _, v in outputs])
     loops = [range_(UOp.const(s, WIDE_INDEX), a) if s > 1 else UOp.const(0, WIDE_INDEX) for a, s in enumerate(shape)]
     ranges = [r for r in loops if r.op is Ops.RANGE]
-    lowering = Rangeify(first_reduce_axis=len(shape))
+    lowering = Rangeify(len(shape), memo)
     stores = []
     for dest, value in outputs:
         ptr = UOp.define_global(dest.arg.slot, dest.arg.size, dest.scalar_dtype)
         store = ptr.store(
-            flat_index(tuple(loops), shape), lowering.lower(graph_rewrite(value, _inline_calls), tuple(loops))
+            flat_index(tuple(loops), shape, memo), lowering.lower(graph_rewrite(value, _inline_calls), tuple(loops))
         )
         stores.append(store.end(*ranges) if ranges else store)
-    return narrow_indices(_simplify(sink(*stores)))
+    return narrow_indices(simplify(sink(*stores), memo))

@@ -7,6 +7,7 @@ each backend built from them. Its docstring says how long each part lives, and w
 
 from __future__ import annotations
 
+import concurrent.futures
 import itertools
 import os
 import time
@@ -163,6 +164,14 @@ class Realizer:
                 kept[slot] = backend.runtime.allocate(spec.dtype, spec.size)
             arrays.append(kept[slot])
         return arrays
+
+    def wait_for_optimized_builds(self) -> None:
+        """Wait until every optimized build still under way (a tiered build's `later`) has ended, so that the
+        next run of each plan runs the optimized library: what a steady-state timing must measure. A build
+        that failed is reported by that next run, which keeps the quick library."""
+        compiled = [c for on_device in list(self.compiled.values()) for c in on_device.values()]
+        pending = [c.binary.later for c in [*compiled, *self.kernels.values()] if c.binary.later is not None]
+        concurrent.futures.wait(pending)
 
     def _count(self, compiled: CompiledPlan) -> None:
         for stage, seconds in vars(compiled.times).items():

@@ -551,14 +551,18 @@ def cache_max_bytes() -> int:
     return int(megabytes * 2**20)
 
 
+CACHED_KINDS = ("lib-*.so", "plan-*.json", "opts-*.json")  # libraries, plans (store.py), searched opts (choices.py)
+
+
 def evict(bucket: Path, keep: Path) -> None:
-    """Delete the least recently used libraries of `bucket`, one of the 256 folders `<cache>/<xx>/`, until
-    it holds at most 1/256 of the limit; the library just built (`keep`) stays whatever its size.
+    """Delete the least recently used files of `bucket` (every one of CACHED_KINDS), one of the 256 folders
+    `<cache>/<xx>/`, until it holds at most 1/256 of the limit; the file just stored (`keep`) stays whatever
+    its size.
 
     Keys are uniform hashes, so each folder gets its share of the entries, and with every folder within its
     share the whole cache is within the limit; each build reads only its own folder (as ccache does)."""
     libraries = []
-    for lib in [*bucket.glob("*/lib-*.so"), *bucket.glob("*/plan-*.json")]:
+    for lib in [path for kind in CACHED_KINDS for path in bucket.glob(f"*/{kind}")]:
         with contextlib.suppress(OSError):  # removed by another process meanwhile
             st = lib.stat()
             libraries.append((st.st_mtime_ns, st.st_size, lib))

@@ -325,10 +325,12 @@ class _CWriter(KernelWriter):
         if self.fuse and product.op is Ops.MUL and dt in FMA_CALLS and self.inlined(product):
             a, b = (self.expr[s] for s in product.src)
             lanes = self.vectors.get(u)
-            if lanes is not None:  # a lane-independent operand is a scalar: spread it over the lanes
+            if lanes is not None:  # a lane-independent operand is a scalar: spread it over the lanes as
+                # `x - 0`, which is x exactly; `0 + x` is not (-0.0 becomes +0.0), so gcc would add before
+                # broadcasting, on the FMAs' ports, once per row of the tile and step of k (notes 124)
                 self.helpers[f"fma_{lanes}"] = vector_fma(lanes)
                 operands = zip(product.src, (a, b), strict=True)
-                a, b = (x if s in self.vectors else f"(({lanes}){{}} + {x})" for s, x in operands)
+                a, b = (x if s in self.vectors else f"({x} - ({lanes}){{}})" for s, x in operands)
                 return f"fma_{lanes}({a}, {b}, {self.expr[u.src[0]]})"
             return f"{FMA_CALLS[dt]}({a}, {b}, {self.expr[u.src[0]]})"
         return self.alu(UOp(u.arg, u.dtype, (u.src[0], u.src[1])))
