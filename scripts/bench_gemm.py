@@ -13,16 +13,25 @@ Two thread pools that spin after their work (libgomp's for uopc, OpenBLAS's for 
 small machine, so each case times its sides apart: ROUNDS rounds of a block of uopc runs, a pause, a block
 of numpy runs, a pause; medians are over all the rounds' runs.
 
+On a busy machine wall-clock times of two threads measure the other load as much as the kernels. With
+`--threads 1` every side runs on one thread (OMP_NUM_THREADS=1 for uopc, threadpoolctl's limit for numpy,
+entered once around the whole run, as it costs about 0.2 ms each time; torch.set_num_threads(1)) and the clock
+is the calling thread's CPU time (time.thread_time), which time spent descheduled does not inflate. There is no
+spinning pool to keep apart, so the runs of both sides alternate one by one, and the table gives the minimum
+beside the median: the best a kernel did when nothing evicted its caches.
+
     python scripts/bench_gemm.py                                  # everything, 5 runs a block
     python scripts/bench_gemm.py --sizes 512 --ladder-size 512    # quicker
     python scripts/bench_gemm.py --out docs/outputs/bench_gemm.txt
     python scripts/bench_gemm.py --no-ladder --sizes 64 128 256 --compare-unpacked   # where packing pays
     python scripts/bench_gemm.py --beam 0                          # no searched column
+    python scripts/bench_gemm.py --threads 1 --repeats 10          # one thread, CPU time: for a busy machine
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import platform
@@ -45,7 +54,10 @@ MEASURES = ["uopc-ir", "uopc-lower", "uopc-backend-c"]  # the packages whose cod
 ROUNDS = 3
 PAUSE_S = 0.3  # long enough for a spinning pool to go to sleep (GOMP_SPINCOUNT, OPENBLAS_THREAD_TIMEOUT)
 
-HEADER = "| case | median (ms) | GFLOP/s | numpy GFLOP/s | torch GFLOP/s | vs numpy | searched GFLOP/s | search (s) |"
+HEADER = (
+    "| case | median (ms) | min (ms) | GFLOP/s | numpy GFLOP/s | torch GFLOP/s | vs numpy | vs numpy (min) "
+    "| searched GFLOP/s | search (s) |"
+)
 LAYOUTS = {"A @ B": "ab", "A @ B.T": "abt", "A.T @ B": "atb"}
 
 # The ladder's steps on the plain matmul graph, then on the plan with B packed ("packed": make_plan's
@@ -90,8 +102,25 @@ def plan_for(n: int, layout: str, opts: Opts | str) -> Plan:
     return dataclasses.replace(plain, make_kernels=lambda: (Kernel(kernel.name, kernel.ast, opts),))
 
 
-def blocks(run: Callable[[], None], other: Callable[[], None] | None, repeats: int) -> tuple[float, float | None]:
-    """Median seconds of `run` and of `other`, timed in alternating blocks with pauses between them."""
+@dataclasses.dataclass(frozen=True)
+class Times:
+    """Seconds of one side's timed runs: their median and their minimum."""
+
+    median: float
+    least: float
+
+    @staticmethod
+    def of(runs: list[float]) -> Times:
+        return Times(statistics.median(runs), min(runs))
+
+
+def blocks(
+    run: Callable[[], None], other: Callable[[], None] | None, repeats: int, one_thread: bool
+) -> tuple[Times, Times | None]:
+    """The times of `run` and of `other`: wall clock, in alternating blocks with pauses between them; on
+    `one_thread`, thread CPU time, the two sides' runs alternating one by one."""
+    if one_thread:
+        return alternating(run, other, repeats)
     mine: list[float] = []
     theirs: list[float] = []
     for _ in range(ROUNDS):
@@ -104,7 +133,37 @@ def blocks(run: Callable[[], None], other: Callable[[], None] | None, repeats: i
                 fn()
                 times.append(time.perf_counter() - start)
             time.sleep(PAUSE_S)
-    return statistics.median(mine), statistics.median(theirs) if theirs else None
+    return Times.of(mine), Times.of(theirs) if theirs else None
+
+
+def alternating(run: Callable[[], None], other: Callable[[], None] | None, repeats: int) -> tuple[Times, Times | None]:
+    """ROUNDS x repeats runs of each side, one of `run` then one of `other`, timed by this thread's CPU time:
+    every kernel runs on this thread, and the time the machine's other load takes the core is not counted."""
+    sides = [fn for fn in (run, other) if fn is not None]
+    times: list[list[float]] = [[] for _ in sides]
+    for fn in sides:
+        fn()  # untimed: the caches fill
+    for _ in range(ROUNDS * repeats):
+        for fn, runs in zip(sides, times, strict=True):
+            start = time.thread_time()
+            fn()
+            runs.append(time.thread_time() - start)
+    return Times.of(times[0]), Times.of(times[1]) if other is not None else None
+
+
+def limit_threads(threads: int) -> contextlib.AbstractContextManager[object]:
+    """Every side on `threads` threads: OMP_NUM_THREADS for uopc's OpenMP loops (read when libgomp loads,
+    with the first compiled kernel), torch's setting, and threadpoolctl's limit on numpy's BLAS, entered
+    once for the whole run."""
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    with contextlib.suppress(ImportError):
+        import torch
+
+        torch.set_num_threads(threads)
+    from threadpoolctl import threadpool_limits
+
+    limits: contextlib.AbstractContextManager[object] = threadpool_limits(limits=threads)
+    return limits
 
 
 def operands(n: int) -> tuple[Array, Array]:
@@ -157,35 +216,36 @@ def torch_runner(a: Array, b: Array, layout: str) -> Callable[[], None] | None:
 
 
 def row(
-    name: str, n: int, uopc_s: float, numpy_s: float | None, torch_s: float | None, searched: tuple[float, float] | None
+    name: str, n: int, uopc: Times, numpy: Times | None, torch_s: float | None, searched: tuple[float, float] | None
 ) -> str:
     """A table row; `searched` is the searched plan's median seconds and the seconds its search took."""
 
     def gflops(s: float | None) -> str:
         return "" if s is None else f"{2 * n**3 / s / 1e9:.1f}"
 
-    ratio = "" if numpy_s is None else f"{numpy_s / uopc_s:.2f}x"
-    cells = [name, f"{uopc_s * 1e3:.2f}", gflops(uopc_s), gflops(numpy_s), gflops(torch_s) or "n/a", ratio]
+    cells = [name, f"{uopc.median * 1e3:.2f}", f"{uopc.least * 1e3:.2f}", gflops(uopc.median)]
+    cells += [gflops(None if numpy is None else numpy.median), gflops(torch_s) or "n/a"]
+    cells += ["", ""] if numpy is None else [f"{numpy.median / uopc.median:.2f}x", f"{numpy.least / uopc.least:.2f}x"]
     cells += ["", ""] if searched is None else [gflops(searched[0]), f"{searched[1]:.1f}"]
     return "| " + " | ".join(cells) + " |"
 
 
-def ladder(n: int, repeats: int) -> list[str]:
+def ladder(n: int, repeats: int, one_thread: bool) -> list[str]:
     a, b = operands(n)
     numpy_run, _ = numpy_runner(a, b, "ab")
     lines = []
     for name, opts in LADDER.items():
         run, _ = uopc_runner(plan_for(n, "ab", opts), a, b, "ab")
         slow = name == "naive"  # a second a run at 1024: fewer runs, no numpy
-        uopc_s, numpy_s = blocks(run, None if slow else numpy_run, 1 if slow else repeats)
-        lines.append(row(name, n, uopc_s, numpy_s, None, None))
+        uopc_t, numpy_t = blocks(run, None if slow else numpy_run, 1 if slow else repeats, one_thread)
+        lines.append(row(name, n, uopc_t, numpy_t, None, None))
         print(lines[-1], flush=True)
-    numpy_s, _ = blocks(numpy_run, None, repeats)
-    lines.append(row("numpy matmul", n, numpy_s, numpy_s, None, None))
+    numpy_t, _ = blocks(numpy_run, None, repeats, one_thread)
+    lines.append(row("numpy matmul", n, numpy_t, numpy_t, None, None))
     return lines
 
 
-def layouts(sizes: list[int], repeats: int, unpacked: bool, beam: int) -> list[str]:
+def layouts(sizes: list[int], repeats: int, unpacked: bool, beam: int, one_thread: bool) -> list[str]:
     """The default plan of each layout and size, and with a `beam`, the same plan searched; with `unpacked`,
     also the plan without packing (choose_opts's tile and threads on the plain matmul), to see from which size
     packing pays."""
@@ -195,18 +255,18 @@ def layouts(sizes: list[int], repeats: int, unpacked: bool, beam: int) -> list[s
         for product, layout in LAYOUTS.items():
             numpy_run, _ = numpy_runner(a, b, layout)
             torch_run = torch_runner(a, b, layout)
-            torch_s = None if torch_run is None else blocks(torch_run, None, repeats)[0]
+            torch_s = None if torch_run is None else blocks(torch_run, None, repeats, one_thread)[0].median
             plans = {f"{product}, n = {n}": "packed+threads"}
             if unpacked:
                 plans[f"{product}, n = {n}, not packed"] = "unpacked"
             for name, which in plans.items():
                 run, _ = uopc_runner(plan_for(n, layout, which), a, b, layout)
-                uopc_s, numpy_s = blocks(run, numpy_run, repeats)
+                uopc_t, numpy_t = blocks(run, numpy_run, repeats, one_thread)
                 searched = None
                 if beam and which == "packed+threads":
                     best, search_s = uopc_runner(plan_for(n, layout, which), a, b, layout, beam)
-                    searched = blocks(best, None, repeats)[0], search_s
-                lines.append(row(name, n, uopc_s, numpy_s, torch_s, searched))
+                    searched = blocks(best, None, repeats, one_thread)[0].median, search_s
+                lines.append(row(name, n, uopc_t, numpy_t, torch_s, searched))
                 print(lines[-1], flush=True)
     return lines
 
@@ -223,17 +283,28 @@ def main() -> None:
     parser.add_argument("--no-ladder", action="store_true", help="only the layouts")
     parser.add_argument("--compare-unpacked", action="store_true", help="also time each layout without packing")
     parser.add_argument("--beam", type=non_negative_int, default=2, help="searched column's beam width (0: none)")
+    parser.add_argument(
+        "--threads", type=positive_int, help="run every side on this many threads (1: timed by thread CPU time)"
+    )
     args = parser.parse_args()
 
-    header = HEADER + "\n" + "| --- " + "| ---: " * 7 + "|"
+    one_thread = args.threads == 1
+    header = HEADER + "\n" + "| --- " + "| ---: " * 9 + "|"
     print(header, flush=True)
-    steps = [] if args.no_ladder else ladder(args.ladder_size, args.repeats)
-    lines = steps + layouts(args.sizes, args.repeats, args.compare_unpacked, args.beam)
+    with limit_threads(args.threads) if args.threads else contextlib.nullcontext():
+        steps = [] if args.no_ladder else ladder(args.ladder_size, args.repeats, one_thread)
+        lines = steps + layouts(args.sizes, args.repeats, args.compare_unpacked, args.beam, one_thread)
+    timing = (
+        f"ONE THREAD for every side, times are this thread's CPU time (time.thread_time); medians and minima of "
+        f"{ROUNDS * args.repeats} runs, uopc and numpy (OpenBLAS) runs alternating one by one"
+        if one_thread
+        else f"{args.threads or 'all'} threads; wall-clock medians and minima of {ROUNDS} rounds of {args.repeats} "
+        f"runs, uopc and numpy (OpenBLAS) timed in alternating blocks with {PAUSE_S} s pauses"
+    )
     about = (
         f"float32 matmuls: the ladder is A @ B at n = {args.ladder_size}, the other rows uopc's default plan "
-        "for the C backend; "
-        f"medians of {ROUNDS} rounds of {args.repeats} runs, uopc and numpy (OpenBLAS) timed in alternating "
-        f"blocks with {PAUSE_S} s pauses; {os.cpu_count()} CPUs ({platform.machine()}), CC={compiler()}, "
+        f"for the C backend; {timing}; load average {os.getloadavg()[0]:.1f} at the end; "
+        f"{os.cpu_count()} CPUs ({platform.machine()}), CC={compiler()}, "
         f"CFLAGS={cflags()}, numpy {np.__version__}; searched: the default plan with each kernel's opts found by "
         f"a beam search of width {args.beam}, and the seconds the search took"
     )

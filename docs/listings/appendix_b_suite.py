@@ -18,9 +18,11 @@ def scripts_of(envs: dict[str, Any], env: str) -> dict[str, Any]:
     return own if template == env else {**scripts_of(envs, template), **own}
 
 
-def cell(commands: str | list[str]) -> str:
+def cell(commands: str | list[str], args: list[str]) -> str:
+    """The commands a script runs, with the arguments that ci:all gives it (such as -n 2) in place of {args}."""
     listed = [commands] if isinstance(commands, str) else commands
-    return "<br>".join(f"`{c.replace(' {args}', '').replace('|', '&#124;')}`" for c in listed)
+    given = "".join(f" {a}" for a in args)
+    return "<br>".join(f"`{c.replace(' {args}', given).replace('|', '&#124;')}`" for c in listed)
 
 
 # --8<-- [start:steps]
@@ -28,8 +30,9 @@ envs = tomllib.loads((ROOT / "hatch.toml").read_text())["envs"]
 print("| step | runs | settings |")
 print("| --- | --- | --- |")
 for step in envs["ci"]["scripts"]["all"]:
-    env, script = step.removeprefix("hatch run ").split(":")
+    name, *args = step.removeprefix("hatch run ").split()
+    env, script = name.split(":")
     settings = envs[env].get("env-vars", {})
-    shown = "<br>".join(f"`{name}={value}`" for name, value in settings.items())
-    print(f"| `{env}:{script}` | {cell(scripts_of(envs, env)[script])} | {shown} |")
+    shown = "<br>".join(f"`{key}={value}`" for key, value in settings.items())
+    print(f"| `{name}` | {cell(scripts_of(envs, env)[script], args)} | {shown} |")
 # --8<-- [end:steps]

@@ -62,7 +62,9 @@ def check(m: int, k: int, n: int, layout: str, seed: int = 0) -> Plan:
 def test_packed_matmul_matches_numpy(m: int, k: int, n: int, layout: str) -> None:
     plan = check(m, k, n, layout)
     *copies, product = plan.kernels
-    assert product.opts.vector is not None and all(c.opts.vector is None for c in copies)  # B's panels are vectors
+    assert product.opts.vector is not None  # B's panels are read as vectors
+    # a copy moves vectors where its operand lies along the panel's width; B stored (n, k) is a transpose
+    assert [c.opts.vector is not None for c in copies] == [layout != "abt"] + [True] * (len(copies) - 1)
     assert plan.steps[0].buffers[0] == 1  # the first copy reads B
     # A is packed too where the reduce strides through it, and the tile takes whole groups of its rows
     assert len(copies) == (2 if layout == "atb" and m % 8 == 0 else 1)
@@ -115,3 +117,109 @@ def test_kernels_equal_but_for_their_vector_axis_get_programs_of_their_own() -> 
     lanes, scalars = compile_plan(plan, get_backend("C")).programs
     assert any(u.op is Ops.RANGE and u.arg.kind is AxisType.VECTOR for u in lanes.uops)
     assert not any(u.op is Ops.RANGE and u.arg.kind is AxisType.VECTOR for u in scalars.uops)
+
+
+def packed_buffers(m: int, k: int, n: int, layout: str, a: Array, b: Array) -> list[Array]:
+    """The buffers the plan's packing copies write, after a run: B's panels, then A's groups of rows."""
+    plan = make_plan(normalize([matmul(m, k, n, layout)])[0], pack=True)
+    buffers = [a.reshape(-1), b.reshape(-1)] + [np.full(s.size, np.nan, np.float32) for s in plan.buffers[2:]]
+    compile_plan(plan, get_backend("C")).executable.run(buffers)
+    return [buffers[s.buffers[1]] for s in plan.steps[:-1]]
+
+
+@pytest.mark.o0
+@pytest.mark.parametrize("layout", ["ab", "abt", "atb"])
+@pytest.mark.parametrize(
+    ("m", "k", "n"), [(1, 7, 32), (16, 7, 64), (8, 33, 32), (24, 300, 96), (296, 12, 32), (7, 2, 32)]
+)
+def test_packing_copies_move_bits(m: int, k: int, n: int, layout: str) -> None:
+    """The copies, as vectors or not, in blocks of rows or not, write each operand's bits unchanged into the
+    panel order the matmul reads: random bit patterns (NaNs with payloads, infinities, -0.0, subnormals)."""
+    rng = np.random.default_rng(m + k + n)
+    a = rng.integers(0, 1 << 32, (k, m) if layout == "atb" else (m, k), dtype=np.uint32).view(np.float32)
+    b = rng.integers(0, 1 << 32, (n, k) if layout == "abt" else (k, n), dtype=np.uint32).view(np.float32)
+    b_kn = b.T if layout == "abt" else b
+    want = [b_kn.reshape(k, n // 32, 32).transpose(1, 0, 2)]  # panel o: columns 32o .. 32o+31, k rows
+    if layout == "atb" and m % 8 == 0:
+        want.append(a.reshape(k, m // 8, 8).transpose(1, 0, 2))  # group o: A's rows 8o .. 8o+7, k of each
+    got = packed_buffers(m, k, n, layout, a, b)
+    assert len(got) == len(want)
+    assert [g.view(np.uint32).tolist() for g in got] == [w.reshape(-1).view(np.uint32).tolist() for w in want]
+
+
+def run_graph(graph: UOp, *by_slot: Array) -> tuple[Plan, Array]:
+    """The packed plan of a graph over buffers 0, 1, ..., run on `by_slot` (in the plan's order of inputs,
+    which normalize numbers by first use), and its output."""
+    normalized, inputs = normalize([graph])
+    plan = make_plan(normalized, pack=True)
+    buffers = [by_slot[u.arg.slot].reshape(-1) for u in inputs]
+    buffers += [np.full(s.size, np.nan, np.float32) for s in plan.buffers[len(inputs) :]]
+    compile_plan(plan, get_backend("C")).executable.run(buffers)
+    return plan, buffers[plan.outputs[0]]
+
+
+def relu_backward(m: int, k: int, n: int) -> UOp:
+    """A ReLU layer's backward fused with the next product, as the GPT step's MLP makes it: (A @ B) where
+    the layer's input x + bias (slots 2 and 3) is above 0, else 0."""
+    x = UOp.buffer(2, m * n).reshape((m, n))
+    bias = UOp.buffer(3, n).reshape((1, n)).expand((m, n))
+    return (x + bias <= 0.0).where(0.0, matmul(m, k, n, "ab"))
+
+
+@pytest.mark.o0
+@pytest.mark.parametrize(("m", "k", "n"), [(1, 7, 32), (8, 33, 64), (24, 300, 96), (7, 64, 256)])
+def test_a_fused_relu_backward_is_packed_and_selects_as_numpy(m: int, k: int, n: int) -> None:
+    """The selection and the comparisons before it run on vector lanes, as masks: the same values as numpy's,
+    NaN in x (no comparison holds: the product passes), -0.0 and 0.0 (both <= 0: zero)."""
+    rng = np.random.default_rng(m * k + n)
+    a, b = (rng.standard_normal(s).astype(np.float32) for s in ((m, k), (k, n)))
+    x, bias = rng.standard_normal((m, n)).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    x.reshape(-1)[::5], x.reshape(-1)[1::7], bias[::3] = np.nan, -0.0, 0.0
+    x.reshape(-1)[2::7] = 0.0
+    plan, got = run_graph(relu_backward(m, k, n), a, b, x, bias)
+    assert plan.kernels[-1].opts.vector is not None and len(plan.kernels) == 2
+    product = a.astype(np.float64) @ b.astype(np.float64)
+    want = np.where(x + bias <= 0, 0.0, product)
+    got = got.reshape(m, n)
+    bound = k * np.finfo(np.float32).eps * (np.abs(a) @ np.abs(b))
+    assert np.all(np.abs(got - want) <= bound) and np.array_equal(got == 0, want == 0)
+
+
+def weight_gradient(batch: int, length: int, m: int, n: int) -> UOp:
+    """x.T @ dy for x (batch, length, m) and dy (batch, length, n): a sum over two reduce axes, batch and
+    position, as autodiff builds a Linear layer's weight gradient in a model of sequences."""
+    x = UOp.buffer(0, batch * length * m).reshape((batch, length, m, 1)).expand((batch, length, m, n))
+    dy = UOp.buffer(1, batch * length * n).reshape((batch, length, 1, n)).expand((batch, length, m, n))
+    return (x * dy).sum([0, 1]).reshape((m, n))
+
+
+@pytest.mark.o0
+@pytest.mark.parametrize(("batch", "length", "m", "n"), [(8, 32, 64, 256), (3, 5, 16, 32), (1, 7, 9, 64)])
+def test_a_sum_over_batch_and_positions_is_packed_as_one_reduce(batch: int, length: int, m: int, n: int) -> None:
+    """The two reduce ranges move every load as one range of batch x length (merge_reduce_ranges): the
+    product is packed, A's rows too where they fill groups of 8."""
+    rng = np.random.default_rng(batch + length + m + n)
+    x, dy = (rng.standard_normal((batch, length, c)).astype(np.float32) for c in (m, n))
+    plan, got = run_graph(weight_gradient(batch, length, m, n), x, dy)
+    assert len(plan.kernels) == (3 if m % 8 == 0 else 2)
+    got = got.reshape(m, n)
+    xs, dys = x.reshape(-1, m).astype(np.float64), dy.reshape(-1, n).astype(np.float64)
+    bound = batch * length * np.finfo(np.float32).eps * (np.abs(xs).T @ np.abs(dys))
+    assert np.all(np.abs(got - xs.T @ dys) <= bound)
+
+
+def test_reduce_ranges_that_loads_see_apart_are_not_merged() -> None:
+    """x stored (batch, position, m), dy (position, batch, n): x moves along t by m and along b by T m, dy
+    along b by n and along t by B n, so no single range walks both in one order for both loads."""
+    batch, length, m, n = 4, 8, 16, 64
+    x = UOp.buffer(0, batch * length * m).reshape((batch, length, m)).permute((1, 0, 2))  # (t, b, m)
+    x = x.reshape((length, batch, m, 1)).expand((length, batch, m, n))
+    dy = UOp.buffer(1, batch * length * n).reshape((length, batch, 1, n)).expand((length, batch, m, n))
+    graph = (x * dy).sum([0, 1]).reshape((m, n))
+    rng = np.random.default_rng(3)
+    xv = rng.standard_normal((batch, length, m)).astype(np.float32)
+    dyv = rng.standard_normal((length, batch, n)).astype(np.float32)
+    plan, got = run_graph(graph, xv, dyv)
+    assert len(plan.kernels) == 1  # not packed: the sum keeps its two reduce loops
+    want = np.einsum("btm,tbn->mn", xv.astype(np.float64), dyv.astype(np.float64))
+    np.testing.assert_allclose(got.reshape(m, n), want, rtol=1e-4, atol=1e-4)

@@ -14,7 +14,7 @@ from uopc.backend.c import C_BACKEND
 from uopc.ir import UOp
 from uopc.lower import Backend, Plan, compile_plan, linearize, make_plan, normalize
 
-N, K = 16, 32
+N, K = 8, 16
 
 
 def dense(x: UOp, w: UOp) -> UOp:

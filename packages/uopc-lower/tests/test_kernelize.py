@@ -202,16 +202,20 @@ def matmul(n: int, transposed: bool) -> UOp:
 def contiguous_per_thread(copy: Kernel, op: Ops) -> bool:
     """Whether each iteration of the copy's threaded loop, with its opts applied, moves one contiguous run of
     memory in memory order through its `op` (LOAD or STORE): the loops inside, innermost first, step by 1, then
-    by the trips of the loops inside them."""
+    by the trips of the loops inside them. Vector lanes count as the innermost loop, and an upcast's copies of
+    the access as a loop around them, if they follow one another a vector apart."""
     program = linearize(copy)
-    access = next(u for u in program.uops if u.op is op)
-    strides, _ = linear_terms(access.src[1])
-    loops = [u for u in program.uops if u.op is Ops.RANGE and u.arg.kind is AxisType.LOOP]
+    accesses = [linear_terms(u.src[1]) for u in program.uops if u.op is op]
+    strides, first = accesses[0]
+    loops = [u for u in program.uops if u.op is Ops.RANGE and u.arg.kind in (AxisType.LOOP, AxisType.VECTOR)]
+    lanes = next((r.src[0].arg for r in loops if r.arg.kind is AxisType.VECTOR), 1)
+    if [offset - first for _, offset in accesses] != [i * lanes for i in range(len(accesses))]:
+        return False
     run = 1
     for r in reversed(loops):
         if strides.get(r, 0) != run:
             return False
-        run *= r.src[0].arg
+        run *= r.src[0].arg * (len(accesses) if r.arg.kind is AxisType.VECTOR else 1)
     return True
 
 
@@ -224,3 +228,24 @@ def test_the_packing_copy_walks_its_operand_in_memory_order_where_it_can(transpo
     copy, _ = plan.kernels
     assert copy.opts.thread is not None
     assert contiguous_per_thread(copy, Ops.STORE if transposed else Ops.LOAD)
+
+
+def test_the_copy_of_a_writes_whole_lines_to_one_group_before_the_next() -> None:
+    """A.T @ B packs A (stored (k, m)) into groups of 8 rows: a row of A gives each group 8 floats, half a
+    cache line. The copy takes its rows in blocks, so its innermost loops write 8 rows of a group, 64 floats
+    one after the other, before moving to the next group (row by row it wrote 32 bytes to each group in turn)."""
+    a = buf(0, 512, 512).permute((1, 0))
+    products = a.reshape((512, 1, 512)).expand((512, 512, 512)) * buf(1, 512, 512).permute((1, 0)).reshape(
+        (1, 512, 512)
+    ).expand((512, 512, 512))
+    plan = make_plan(normalize([products.sum([2])])[0], pack=True)
+    _, copy_a, _ = plan.kernels
+    program = linearize(copy_a)
+    strides, _ = linear_terms(next(u for u in program.uops if u.op is Ops.STORE).src[1])
+    loops = [u for u in program.uops if u.op is Ops.RANGE and u.arg.kind in (AxisType.LOOP, AxisType.VECTOR)]
+    run = 1
+    for r in reversed(loops):  # the innermost loops whose stores continue one another
+        if strides.get(r, 0) != run:
+            break
+        run *= r.src[0].arg
+    assert run == 64

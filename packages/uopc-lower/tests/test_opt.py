@@ -280,6 +280,13 @@ def test_a_memo_shared_by_the_kernels_of_a_plan_changes_no_kernel(gemm: Gemm) ->
 COLUMNS = UOp.buffer(0, 32).reshape((4, 8))
 
 
+def test_comparisons_and_selections_of_float_lanes_are_vectors() -> None:
+    """A fused ReLU backward, (x <= 0).where(0, y): masks compared from float lanes select float lanes."""
+    x, y = UOp.buffer(0, 32).reshape((4, 8)), UOp.buffer(1, 32).reshape((4, 8))
+    opted = apply_opts(kernel_of(((x < 0.0) | x.eq(0.0)).where(0.0, y), 2), Opts(vector=(1, 8)))
+    assert loops(opted)[2] == (AxisType.VECTOR, 8) and sorted(stored_indices(opted)) == list(range(32))
+
+
 @pytest.mark.parametrize(
     ("kernel", "opts", "message"),
     [
@@ -288,6 +295,7 @@ COLUMNS = UOp.buffer(0, 32).reshape((4, 8))
         (lambda: _float_matmul(4, 5, 8), Opts(vector=(2, 5)), "only an output axis can be vectorized, axis 2 is"),
         (lambda: kernel_of(COLUMNS.reduce(Ops.MAX, [0]), 1), Opts(vector=(1, 8)), "MAX of"),
         (lambda: kernel_of(COLUMNS.cast(dtypes.int32).sum([0]), 1), Opts(vector=(1, 8)), "CAST of dtypes.int32"),
+        (lambda: kernel_of(COLUMNS < 0.0, 1), Opts(vector=(1, 8)), "a store of dtypes.bool along it"),
     ],
 )
 def test_vectors_are_refused_where_the_renderer_could_not_run_lanes(

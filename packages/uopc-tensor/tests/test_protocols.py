@@ -17,6 +17,8 @@ from typing import Any, cast
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from uopc.tensor import Tensor, TensorError, TensorIndexError, dtypes
 from uopc.tensor.nn import Linear
@@ -380,6 +382,36 @@ def test_values_a_dtype_can_hold_are_kept_as_numpy_keeps_them() -> None:
         got = t.numpy()
         assert got.dtype == want.dtype, (got.dtype, want.dtype)
         np.testing.assert_array_equal(got, want)
+
+
+NUMPY_DTYPES = ["bool", "int8", "uint8", "int16", "int32", "int64", "uint32", "float16", "float32", "float64"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(NUMPY_DTYPES),
+    st.sampled_from(NUMPY_DTYPES),
+    st.lists(st.floats(-1e6, 1e6, allow_nan=False) | st.sampled_from([math.inf, -math.inf, math.nan]), max_size=5),
+)
+def test_an_array_becomes_a_tensor_as_numpy_casts_it_or_is_refused(
+    source: str, target: str, values: list[float]
+) -> None:
+    """A cast numpy calls safe skips the checks (_fitted); every other cast is checked. Either way a tensor
+    holds numpy's astype of the array exactly, or, where numpy would wrap or overflow, is refused."""
+    with np.errstate(all="ignore"):
+        arr = np.array(values, np.float64).astype(source)
+        want = arr.astype(target)
+    is_int = target != "bool" and np.dtype(target).kind in "iu"
+    wraps = is_int and not np.array_equal(want, np.trunc(arr), equal_nan=True)
+    overflows = bool((np.isinf(want) & np.isfinite(arr)).any()) if np.dtype(target).kind == "f" else False
+    try:
+        got = Tensor(arr, dtype=target).numpy()
+    except TensorError:
+        assert wraps or overflows, f"{arr!r} as {target} was refused, and numpy's cast keeps it"
+        return
+    assert not (wraps or overflows), f"{arr!r} as {target} was not refused: {got!r}"
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
 
 
 # ---- shapes, axes and the creation functions ----

@@ -207,7 +207,9 @@ def can_vectorize(kernel: UOp, axis: int, lanes: int) -> bool:
     return True
 
 
-_VECTOR_OPS = (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.LOAD, Ops.REDUCE)  # what gcc's vector types compute alike
+_VECTOR_OPS = (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.LOAD, Ops.REDUCE, Ops.WHERE)  # float32 lanes, computed alike
+# bool lanes (masks): comparisons of float32 lanes and the logic on them, as a fused relu's backward needs
+_MASK_OPS = (Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR)
 
 
 def check_vector(kernel: UOp, lane: UOp) -> None:
@@ -232,15 +234,20 @@ def _check_vector_value(u: UOp, lane: UOp, indices: list[UOp]) -> None:
     axis = lane.arg.axis
     if u.op is Ops.STORE and indices != [u.src[1]]:
         raise LowerError(f"opt: cannot vectorize axis {axis}: a store along it stores one value to all lanes")
+    if u.op is Ops.STORE and u.src[2].dtype is not dtypes.float32:
+        stored = u.src[2].dtype
+        raise LowerError(f"opt: cannot vectorize axis {axis}: a store of {stored} along it (vectors store float32)")
     if u.op in (Ops.STORE, Ops.END, Ops.SINK):  # an END lists the lane range among its loops
         return
     if any(s is not u.src[1] or u.op is not Ops.LOAD for s in indices):
         raise LowerError(f"opt: cannot vectorize axis {axis}: {u.op.name} uses the lane index as a value")
     op = u.arg if u.op is Ops.REDUCE else u.op
-    if op not in _VECTOR_OPS or u.dtype is not dtypes.float32:
+    floats = op in _VECTOR_OPS and u.dtype is dtypes.float32
+    compared = {s.dtype for s in u.src} <= {dtypes.float32, dtypes.bool}
+    if not floats and not (op in _MASK_OPS and u.dtype is dtypes.bool and compared):
         raise LowerError(
-            f"opt: cannot vectorize axis {axis}: {op.name} of {u.dtype} depends on it; "
-            "vectors hold float32 sums of products of loads only"
+            f"opt: cannot vectorize axis {axis}: {op.name} of {u.dtype} depends on it; vectors hold float32 "
+            "sums, products and selections of loads, and comparisons of them"
         )
 
 

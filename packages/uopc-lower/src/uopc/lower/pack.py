@@ -14,6 +14,7 @@ in a weight's gradient x.T @ dy), A is packed the same way, into groups of the t
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass
 
 from uopc.ir import AxisType, Ops, UOp, dtypes, linear_terms, prod, range_, simplify, sink, substitute
@@ -29,6 +30,8 @@ TILE_ROWS = 8
 # layouts, on a loaded 2-core machine: packed ran 0.9-1.05x the unpacked plan's speed at 64^3, 1.2x and more
 # at 128^3, 2.6-4.2x at 256^3
 PACK_MIN_WORK = 1 << 21
+COPY_ROWS = 8  # rows of k a packing copy writes to one block before the next, where a row is short (pack_kernel)
+LINE_FLOATS = 16  # float32s in a 64-byte cache line
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,7 @@ class PackedMatmul:
 def pack_matmul(kernel: UOp) -> PackedMatmul | None:
     """Pack B into panels read as vectors; pack A too where its reduce loop strides through it (A.T @ B);
     None where the kernel is no large float32 matmul whose panels vector lanes can read."""
+    kernel = merge_reduce_ranges(kernel)
     b = find_packable(kernel)
     if b is None:
         return None
@@ -89,6 +93,51 @@ def pack_matmul(kernel: UOp) -> PackedMatmul | None:
     order = [panels] if b.blocks[0] >= 4 or rows is None else [rows.arg.axis, panels]
     thread = next((a for a in order if trips.get(a, 0) > 1), None)
     return PackedMatmul(tuple(copies), packed, Opts(upcast=upcast, vector=(columns, LANES), thread=thread))
+
+
+def merge_reduce_ranges(kernel: UOp) -> UOp:
+    """A sum over two reduce ranges that every load moves along as along one, rewritten as a sum over one
+    range: a weight's gradient x.T @ dy in a model whose x is (batch, positions, features) sums over batch b
+    and position t, each load at index ... + s T b + s t, which is ... + s k for k = T b + t over B T values.
+    pack_matmul packs sums over one reduce range; the kernel comes back as it was where some load, gate or
+    other node sees the two ranges apart. k runs through (b, t) in memory order, b outer; where the loops
+    were nested the other way, the sum now adds in another order, which changes rounding as any reordering
+    of a float sum does."""
+    while True:
+        reduces = [u for u in kernel.toposort() if u.op is Ops.REDUCE]
+        if len(reduces) != 1 or len(reduces[0].src) < 3:
+            return kernel
+        merged = next(
+            (m for a, b in itertools.permutations(reduces[0].src[1:], 2) if (m := _merged(kernel, reduces[0], a, b))),
+            None,
+        )
+        if merged is None:
+            return kernel
+        kernel = merged
+
+
+def _merged(kernel: UOp, total: UOp, outer: UOp, inner: UOp) -> UOp | None:
+    """The kernel with reduce ranges `outer` and `inner` made one, k = outer * n + inner for inner's n
+    trips, where every load index that moves along them is linear in them with outer's stride n times inner's;
+    None where that does not hold, or either range is used outside load indices."""
+    n = inner.src[0].arg
+    joined = range_(UOp.const(outer.src[0].arg * n, outer.scalar_dtype), outer.arg.axis, outer.arg.kind)
+    pair = {outer, inner}
+    indices = {}
+    for load in (u for u in total.src[0].toposort() if u.op is Ops.LOAD):
+        index = load.src[1]
+        terms, _ = linear_terms(index)
+        if not pair & set(index.toposort()):
+            continue
+        hidden = any(pair & set(t.toposort()) for t in terms if t not in pair)
+        if hidden or terms.get(outer, 0) != n * terms.get(inner, 0):
+            return None
+        # outer's term is n times inner's: index - s outer - s' inner + s' k, as a substitution
+        indices[index] = substitute(index, {outer: UOp.const(0, outer.scalar_dtype), inner: joined})
+    value = substitute(total.src[0], indices)
+    ranges = [joined if r is outer else r for r in total.src[1:] if r is not inner]
+    merged = substitute(kernel, {total: UOp(Ops.REDUCE, total.dtype, (value, *ranges), total.arg)})
+    return None if pair & set(merged.toposort()) else simplify(merged)
 
 
 def find_packable(kernel: UOp) -> Packable | None:
@@ -131,32 +180,55 @@ def _sole_load(kernel: UOp, total: UOp, moved_by: set[UOp]) -> UOp | None:
 
 def pack_kernel(p: Packable) -> UOp:
     """The copy: packed[(o k + kk) w + l] = the operand at index o w + l of its range, row kk. Slot 0 is the
-    operand, slot 1 the copy."""
+    operand, slot 1 the copy. Where a block's row is narrower than a cache line (A's groups of 8 floats), the
+    rows run in blocks of COPY_ROWS, kk = COPY_ROWS kb + ki, the loops (o, kb, ki, l): threaded over kb
+    (copy_opts), a thread writes COPY_ROWS rows of a block, whole lines one after the other, before it moves
+    to the next block; row by row, it wrote half a line to each of the m / 8 blocks in turn (A's copy at
+    m = k = 1024, one thread, in vectors: 0.59 ms row by row, 0.34 ms in blocks; notes 134)."""
     index_dtype = p.column.scalar_dtype
-    o, kk, lane = (range_(UOp.const(size, index_dtype), axis) for axis, size in enumerate(p.blocks))
+    groups, rows, width = p.blocks
+    block = next(b for b in (COPY_ROWS, 4, 2, 1) if rows % b == 0) if width < LINE_FLOATS else 1
+    sizes = (groups, rows // block, block, width) if block > 1 else (groups, rows, width)
+    o, kb, *ki, lane = (range_(UOp.const(size, index_dtype), axis) for axis, size in enumerate(sizes))
+    kk = kb * block + ki[0] if ki else kb
     src = p.load.src[0]
     source = UOp.define_global(0, src.arg.size, src.scalar_dtype)
-    index = substitute(p.load.src[1], {p.column: o * p.width + lane, p.reduce: kk, src: source})
+    index = substitute(p.load.src[1], {p.column: o * width + lane, p.reduce: kk, src: source})
     packed = UOp.define_global(1, p.size, src.scalar_dtype)
-    return simplify(sink(packed.store((o * p.blocks[1] + kk) * p.width + lane, source.load(index)).end(o, kk, lane)))
+    store = packed.store((o * rows + kk) * width + lane, source.load(index))
+    return simplify(sink(store.end(o, kb, *ki, lane)))
 
 
 def copy_opts(copy: UOp) -> Opts:
     """choose_opts's opts for a packing copy, threaded over the axis along which the copy reads its operand
-    with the largest stride, so that each thread's inner loops walk the operand in memory order.
+    with the largest stride, so that each thread's inner loops walk the operand in memory order; and its
+    panel's width moved as vectors where the operand lies along it too.
 
     B of A @ B, stored as (k, n), is copied in panels of 32 columns. Threaded over the panels, as
     choose_opts would, a thread reads 32 floats from each of k rows n floats apart, each row in a page of
     its own, and the prefetchers do not cross pages; threaded over k, a thread reads whole rows, 32 floats of
     each panel in turn, and the copy takes half the time (DEBUG=3, n = 1024; notes 116). B stored as (n, k)
     (A @ B.T) is read down its columns either way; its largest stride is the panel's, as choose_opts has it."""
-    opts = choose_opts(copy)
+    opts = copy_vectors(copy, choose_opts(copy))
     load = next(u for u in copy.toposort() if u.op is Ops.LOAD)
     terms, _ = linear_terms(load.src[1])
     strides = {r: abs(c) for r, c in terms.items() if r.op is Ops.RANGE and r.src[0].arg > 1}
     if opts.thread is None or not strides:
         return opts
     return dataclasses.replace(opts, thread=max(strides, key=strides.__getitem__).arg.axis)
+
+
+def copy_vectors(copy: UOp, opts: Opts) -> Opts:
+    """`opts` with a copy's innermost axis (a panel's width, 32 or 8 floats) as whole vectors, where the operand lies
+    along it as the panel does (B stored as (k, n), A as (k, m)): a vector load and a vector store per 16
+    floats. gcc does not vectorize the plain loop itself: in a threaded kernel the loop sits in the function
+    OpenMP outlines, where, with -fwrapv, it cannot prove that the int index does not wrap (notes 133)."""
+    width = max((u for u in copy.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg.axis)
+    lanes = min(LANES, width.src[0].arg)
+    if not can_vectorize(copy, width.arg.axis, lanes):  # B stored as (n, k): a transpose, read down columns
+        return opts
+    upcast = {width.arg.axis: width.src[0].arg // lanes} if width.src[0].arg > lanes else {}
+    return dataclasses.replace(opts, vector=(width.arg.axis, lanes), upcast=upcast)
 
 
 def split_range(kernel: UOp, p: Packable, outermost: bool) -> tuple[UOp, int]:

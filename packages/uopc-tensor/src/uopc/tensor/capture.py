@@ -118,6 +118,10 @@ class Replay:
         self.rebind = [(node, i, at) for node, (i, at) in made_now.items() if (i, at) in state]
         self.checks = [(self._checked_argument(node, arg_of), check) for node, check in last.checks]
         self.calls = 0
+        # every ring has one array or two, so a launch's buffers repeat with the parity of the call: each
+        # launch keeps a list per parity, in which only arguments and fixed buffers are looked up again
+        self.lists: list[list[list[Any] | None]] = [[None, None] for _ in self.launches]
+        self.lookups = [[(j, s) for j, s in enumerate(row) if s.kind in (ARG, FIXED)] for row in self.sources]
 
     def _source(
         self,
@@ -157,12 +161,23 @@ class Replay:
         """One replay: run each launch on this call's buffers, then point the state at what it wrote."""
         self.calls += 1
         for i, launch in enumerate(self.launches):
-            buffers = [self._resolve(s, arrays) for s in self.sources[i]]
-            buffers += [ring[self.calls % len(ring)] for ring in self.rings[i].values()]
-            launch.compiled.executable.run(buffers)
+            launch.compiled.executable.run(self._buffers(i, arrays))
         for node, i, at in self.rebind:
             ring = self.rings[i][at]
             realizer.buffers[node] = ring[self.calls % len(ring)]
+
+    def _buffers(self, i: int, arrays: dict[str, Any]) -> list[Any]:
+        """The arrays launch i runs on in this call: the list of the last call of the same parity, with the
+        arguments and the fixed buffers (a learning rate set between calls is a new array) looked up again."""
+        kept = self.lists[i][self.calls % 2]
+        if kept is None:
+            kept = [self._resolve(s, arrays) for s in self.sources[i]]
+            kept += [ring[self.calls % len(ring)] for ring in self.rings[i].values()]
+            self.lists[i][self.calls % 2] = kept
+            return kept
+        for j, s in self.lookups[i]:
+            kept[j] = self._resolve(s, arrays)
+        return kept
 
     def _resolve(self, s: Source, arrays: dict[str, Any]) -> Any:
         if s.kind == ARG:

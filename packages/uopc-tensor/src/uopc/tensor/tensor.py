@@ -1789,7 +1789,13 @@ def _int_dtype(arr: np.ndarray[Any, Any]) -> DType:
 
 def _fitted(arr: np.ndarray[Any, Any], dt: DType) -> np.ndarray[Any, Any]:
     """`arr` in `dt`, refusing values `dt` cannot hold, which numpy's astype would wrap, make inf or make
-    garbage: integers out of range, NaN and inf for an integer type, finite floats beyond a float type."""
+    garbage: integers out of range, NaN and inf for an integer type, finite floats beyond a float type.
+
+    A cast numpy calls safe (the same dtype, or one that holds every value of it) has nothing to refuse, and
+    is not checked: a training loop makes its batches into tensors at every step, and checking a float32
+    batch for overflow into float32 took longer than copying it."""
+    if np.can_cast(arr.dtype, dt.np_name, "safe"):
+        return arr.astype(dt.np_name, copy=False)
     if dt.is_int and arr.size:
         if arr.dtype.kind == "f" and not np.isfinite(arr).all():
             raise TensorError(f"Tensor: NaN and inf have no {dt.name} value")

@@ -312,9 +312,29 @@ class _CWriter(KernelWriter):
         elif u.op is Ops.DEFINE_ACC:  # a scalar added to a vector is added to every lane: each starts at it
             self.helpers[lanes] = vector_typedefs(lanes)
             self.value(u, f"({lanes}){{}} + {self.expr[u.src[0]]}", "acc")
+        elif u.op in _MASK_C_OPS or u.op is Ops.WHERE:
+            self.value(u, self.mask_alu(u, int(lanes.removeprefix("i32x").removeprefix("f32x"))), "alu")
         else:
             return False
         return True
+
+    def mask_alu(self, u: UOp, lanes: int) -> str:
+        """A comparison of vectors, logic on masks, or a selection by a mask. A mask is a vector of ints, -1 in
+        a lane where it holds and 0 elsewhere, as gcc's vector comparisons make it; C's `||` and `?:` take no
+        vectors, so logic is bitwise and a selection picks bits (select_f32x16). A lane-independent operand
+        is spread over the lanes first: a float as `x - 0` (exactly x), a bool as 0 - x (-1 where it holds)."""
+        floats, masks = vector_type(lanes), mask_type(lanes)
+        self.helpers[floats] = vector_typedefs(floats)
+        self.helpers[masks] = mask_typedef(masks)
+        operands = []
+        for s in u.src:
+            x = self.expr[s]
+            spread = f"({masks}){{}} - ({x})" if s.dtype is dtypes.bool else f"({x} - ({floats}){{}})"
+            operands.append(x if s in self.vectors else f"({spread})")
+        if u.op is Ops.WHERE:
+            self.helpers[f"select_{floats}"] = vector_select(floats, masks)
+            return f"select_{floats}({', '.join(operands)})"
+        return _MASK_C_OPS[u.op].format(*operands)
 
     def accumulate(self, u: UOp) -> str:
         """The new value of an accumulator: `acc + a * b` as one fused multiply-add where the kernel fuses;
@@ -513,6 +533,33 @@ def vector_type(lanes: int) -> str:
     return f"f32x{lanes}"
 
 
+def mask_type(lanes: int) -> str:
+    return f"i32x{lanes}"
+
+
+def mask_typedef(name: str) -> str:
+    """The vector type gcc's comparisons of f32x<n> vectors give: n ints, -1 where the comparison holds."""
+    return f"typedef int {name} __attribute__((vector_size({4 * int(name.removeprefix('i32x'))})));"
+
+
+def vector_select(floats: str, masks: str) -> str:
+    """select_<floats>(m, a, b): a's bits in the lanes where mask m holds, b's elsewhere (NaNs kept as they are)."""
+    return (
+        f"static inline {floats} select_{floats}({masks} m, {floats} a, {floats} b) {{ "
+        f"return ({floats})((m & ({masks})a) | (~m & ({masks})b)); }}"
+    )
+
+
+# comparisons and logic on vector lanes (masks, mask_alu): bitwise, since C's logical operators take no vectors
+_MASK_C_OPS = {
+    Ops.CMPLT: "({0}<{1})",
+    Ops.CMPEQ: "({0}=={1})",
+    Ops.CMPNE: "({0}!={1})",
+    Ops.AND: "({0}&{1})",
+    Ops.OR: "({0}|{1})",
+}
+
+
 def vector_typedefs(name: str) -> str:
     """gcc's vector types for `name` (f32x16): one aligned, for registers, and one that may sit anywhere in
     a buffer and alias its floats, for loads and stores (an unaligned access costs nothing measurable)."""
@@ -561,7 +608,7 @@ def vector_values(uops: Sequence[UOp]) -> dict[UOp, str]:
             continue
         lane_of[u] = lanes
         if u.op in (Ops.LOAD, Ops.DEFINE_ACC, Ops.STORE) or any(s in out for s in u.src):
-            out[u] = vector_type(lanes)
+            out[u] = mask_type(lanes) if u.dtype is dtypes.bool else vector_type(lanes)
     return out
 
 
