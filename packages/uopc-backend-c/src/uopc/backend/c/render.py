@@ -313,7 +313,7 @@ class _CWriter(KernelWriter):
             self.helpers[lanes] = vector_typedefs(lanes)
             self.value(u, f"({lanes}){{}} + {self.expr[u.src[0]]}", "acc")
         elif u.op in _MASK_C_OPS or u.op is Ops.WHERE:
-            self.value(u, self.mask_alu(u, int(lanes.removeprefix("i32x").removeprefix("f32x"))), "alu")
+            self.value(u, self.mask_alu(u, lane_count(lanes)), "alu")
         else:
             return False
         return True
@@ -537,9 +537,14 @@ def mask_type(lanes: int) -> str:
     return f"i32x{lanes}"
 
 
+def lane_count(name: str) -> int:
+    """The lanes of a vector type named by vector_type or mask_type: 16 for f32x16 and i32x16."""
+    return int(name.removeprefix("f32x").removeprefix("i32x"))
+
+
 def mask_typedef(name: str) -> str:
     """The vector type gcc's comparisons of f32x<n> vectors give: n ints, -1 where the comparison holds."""
-    return f"typedef int {name} __attribute__((vector_size({4 * int(name.removeprefix('i32x'))})));"
+    return f"typedef int {name} __attribute__((vector_size({4 * lane_count(name)})));"
 
 
 def vector_select(floats: str, masks: str) -> str:
@@ -563,7 +568,7 @@ _MASK_C_OPS = {
 def vector_typedefs(name: str) -> str:
     """gcc's vector types for `name` (f32x16): one aligned, for registers, and one that may sit anywhere in
     a buffer and alias its floats, for loads and stores (an unaligned access costs nothing measurable)."""
-    size = 4 * int(name.removeprefix("f32x"))
+    size = 4 * lane_count(name)
     return (
         f"typedef float {name} __attribute__((vector_size({size})));\n"
         f"typedef float {name}_u __attribute__((vector_size({size}), aligned(4), may_alias));"
@@ -583,7 +588,7 @@ _VECTOR_FMA = {
 
 def vector_fma(name: str) -> str:
     """The definition of fma_<name> (fma_f32x16): a * b + c in each lane, rounded once."""
-    lanes = int(name.removeprefix("f32x"))
+    lanes = lane_count(name)
     loop = f"{name} r; for (int i = 0; i < {lanes}; i++) r[i] = __builtin_fmaf(a[i], b[i], c[i]); return r;"
     head = f"static inline {name} fma_{name}({name} a, {name} b, {name} c) {{"
     if lanes not in _VECTOR_FMA:
