@@ -119,6 +119,8 @@ class Machine:
             else:
                 buf, i = self.memory(u.src[0], u.src[1])
                 self.values[u] = buf[i]
+        elif u.op is Ops.STORE and len(u.src) == 4 and not self.get(u.src[3]):
+            pass  # a gated-off store writes nothing
         elif u.op is Ops.STORE:
             buf, i = self.memory(u.src[0], u.src[1])
             buf[i] = self.get(u.src[2])

@@ -61,7 +61,7 @@ class Ops(enum.Enum):
     BUFFER = enum.auto()  # shaped: a flat input array; arg = BufferArg(slot, size)
     DEFINE_GLOBAL = enum.auto()  # lowered: a kernel's pointer parameter; arg = BufferArg(slot, size)
     LOAD = enum.auto()  # src = (pointer, index) or (pointer, index, gate)
-    STORE = enum.auto()  # src = (pointer, index, value)
+    STORE = enum.auto()  # src = (pointer, index, value) or (pointer, index, value, gate)
     DEFINE_ACC = enum.auto()  # src = (initial value, *enclosing ranges); arg = accumulator number
     ACCUMULATE = enum.auto()  # src = (accumulator, value, *reduce ranges); arg = op: acc = op(acc, value)
     # (arg None: acc = value, a recurrence whose value reads accumulators, as online softmax's running max)

@@ -218,6 +218,10 @@ def _gated_load(p: UOp, i: UOp, g: UOp) -> UOp:
     return p.load(i) if g.arg else UOp.const(round_to(p.scalar_dtype, 0), p.scalar_dtype)
 
 
+def _gated_store(p: UOp, i: UOp, v: UOp, g: UOp) -> UOp | None:
+    return p.store(i, v) if g.arg else None
+
+
 def _positive(*cs: UOp) -> bool:
     return all(c.arg > 0 for c in cs)
 
@@ -276,6 +280,8 @@ symbolic_rules: list[tuple[UPat, RuleFn]] = [
     (_x & _x, lambda x: x),  # x & x -> x
     # load(p, i, gate=true) -> load(p, i), and load(p, i, gate=false) -> 0
     (UPat(Ops.LOAD, src=(UPat.var("p"), UPat.var("i"), UPat.cvar("g"))), _gated_load),
+    # store(p, i, v, gate=true) -> store(p, i, v); a false gate stays (a statement cannot fold to nothing)
+    (UPat(Ops.STORE, src=(UPat.var("p"), UPat.var("i"), UPat.var("v"), UPat.cvar("g"))), _gated_store),
     # Integers only: floats are not associative, so no rule below ever sees one.
     (_int * 0, lambda x: x.const_like(0)),  # x * 0 -> 0 (for floats inf * 0 is nan)
     (UPat((Ops.ADD, Ops.SUB, Ops.NEG), INTS, name="x"), canonical_sum),  # b + 2*a - b -> a*2, terms sorted

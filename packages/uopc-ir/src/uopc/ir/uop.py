@@ -265,8 +265,10 @@ class UOp(OpMixin[ConstValue]):
         src = (self, index) if gate is None else (self, index, gate)
         return UOp(Ops.LOAD, self.scalar_dtype, src)
 
-    def store(self, index: UOp, value: UOp) -> UOp:
-        return UOp(Ops.STORE, dtypes.void, (self, index, value))
+    def store(self, index: UOp, value: UOp, gate: UOp | None = None) -> UOp:
+        """Write `value` to element `index` of this pointer; where `gate` is false nothing is written."""
+        src = (self, index, value) if gate is None else (self, index, value, gate)
+        return UOp(Ops.STORE, dtypes.void, src)
 
     def end(self, *ranges: UOp) -> UOp:
         """Close the loops over `ranges` after this statement."""
@@ -651,8 +653,10 @@ def _check_load(u: UOp) -> Shape:
 
 
 def _check_store(u: UOp) -> Shape:
-    if len(u.src) != 3 or not isinstance(u.src[0].dtype, PtrDType) or u.dtype is not dtypes.void:
-        raise _fail(u, "needs src = (pointer, index, value) and dtype void")
+    if len(u.src) not in (3, 4) or not isinstance(u.src[0].dtype, PtrDType) or u.dtype is not dtypes.void:
+        raise _fail(u, "needs src = (pointer, index, value) or (pointer, index, value, gate) and dtype void")
+    if len(u.src) == 4 and u.src[3].dtype is not dtypes.bool:
+        raise _fail(u, f"gate must be bool, got {u.src[3].dtype.name}")
     if not u.src[1].scalar_dtype.is_int:
         raise _fail(u, f"index must be an integer, got {u.src[1].dtype.name}")
     if u.src[2].dtype is not u.src[0].dtype.base:

@@ -214,8 +214,9 @@ _MASK_OPS = (Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR)
 
 def check_vector(kernel: UOp, lane: UOp) -> None:
     """Refuse a vector axis the renderer could not run as vectors: every load and store that moves along the
-    lanes must read or write them contiguously (stride 1, no gate), every value that depends on the lanes
-    must be a float32 sum of products of loads, and the lane index itself may only address memory."""
+    lanes must read or write them contiguously (stride 1, a gate the same for all lanes), every value that
+    depends on the lanes must be a float32 sum of products of loads, and the lane index itself may only
+    address memory."""
     lanes: set[UOp] = {lane}  # nodes whose value changes from lane to lane
     data: set[UOp] = set()  # of those, the values loaded or computed from loads: the vectors
     for u in kernel.toposort():
@@ -223,7 +224,7 @@ def check_vector(kernel: UOp, lane: UOp) -> None:
             continue
         lanes.add(u)
         if u.op in (Ops.LOAD, Ops.STORE):
-            _check_lane_index(u, lane)
+            _check_lane_index(u, lane, lanes)
         if u.op is Ops.LOAD or any(s in data for s in u.src):
             data.add(u)
             _check_vector_value(u, lane, [s for s in u.src if s in lanes and s not in data])
@@ -251,13 +252,16 @@ def _check_vector_value(u: UOp, lane: UOp, indices: list[UOp]) -> None:
         )
 
 
-def _check_lane_index(u: UOp, lane: UOp) -> None:
+def _check_lane_index(u: UOp, lane: UOp, lanes: set[UOp]) -> None:
+    """A vector load or store moves one element per lane, and its gate, if any, lets all lanes through or
+    none: a renderer tests it once per vector (a packed matmul's padded panel, pack.py)."""
     terms, _ = linear_terms(u.src[1])
     hidden = any(lane in t.toposort() for t in terms if t is not lane)
-    if terms.get(lane) != 1 or hidden or (u.op is Ops.LOAD and len(u.src) == 3):
+    by_lane = len(u.src) == (3 if u.op is Ops.LOAD else 4) and u.src[-1] in lanes
+    if terms.get(lane) != 1 or hidden or by_lane:
         raise LowerError(
-            f"opt: cannot vectorize axis {lane.arg.axis}: the {u.op.name} of data{u.src[0].arg.slot} "
-            f"does not move one element per lane (stride {terms.get(lane, 'not linear')}, gated {len(u.src) == 3})"
+            f"opt: cannot vectorize axis {lane.arg.axis}: the {u.op.name} of data{u.src[0].arg.slot} does not "
+            f"move one element per lane (stride {terms.get(lane, 'not linear')}, gated lane by lane {by_lane})"
         )
 
 
@@ -309,7 +313,8 @@ def streamed_slots(kernel: UOp) -> frozenset[int]:
         index, buffer = store.src[1], store.src[0].arg
         threaded = index.op is Ops.RANGE and index.arg.kind is AxisType.THREAD
         large = buffer.size * store.src[2].scalar_dtype.itemsize >= STREAM_MIN_BYTES
-        if threaded and large and not more and slot not in loaded:
+        ungated = len(store.src) == 3  # a streamed block goes out whole, with what a false gate left unwritten
+        if threaded and large and ungated and not more and slot not in loaded:
             out.add(slot)
     return frozenset(out)
 

@@ -46,8 +46,9 @@ class Packable:
 
     @property
     def blocks(self) -> tuple[int, int, int]:
-        """The packed copy's shape: blocks (B's panels, A's groups of rows), k rows in each, `width` wide."""
-        return (self.column.src[0].arg // self.width, self.reduce.src[0].arg, self.width)
+        """The packed copy's shape: blocks (B's panels, A's groups of rows), k rows in each, `width` wide.
+        Where the range is no multiple of the width, the last block is padded with zeros past its end."""
+        return (-(-self.column.src[0].arg // self.width), self.reduce.src[0].arg, self.width)
 
     @property
     def size(self) -> int:
@@ -142,16 +143,25 @@ def _merged(kernel: UOp, total: UOp, outer: UOp, inner: UOp) -> UOp | None:
 
 def find_packable(kernel: UOp) -> Packable | None:
     """The B of a large float32 matmul kernel: one store of one sum over one reduce range k, whose innermost
-    output range j moves a load that depends on j and k only, from a buffer the kernel reads nowhere else."""
+    output range j moves a load that depends on j and k only, from a buffer the kernel reads nowhere else.
+
+    j's size n must be a multiple of LANES, not of PANEL: a last panel that n does not fill is padded
+    (split_range), and its columns past n are whole vectors that are neither read nor stored. Where n is no
+    multiple of LANES, a vector would hold columns on both sides of n, and its store would need a mask lane
+    by lane, which gcc's vector extension has no plain way to write; such a matmul keeps choose_opts's plan.
+    The one in the models, the GPT's vocabulary of 65, does m n k = 64 65 256 multiply-adds, below
+    PACK_MIN_WORK: packing would not pay there anyway."""
     nodes = kernel.toposort()
     reduces = [u for u in nodes if u.op is Ops.REDUCE]
     end = kernel.src[0] if len(kernel.src) == 1 else None
-    if end is None or end.op is not Ops.END or len(reduces) != 1 or len(reduces[0].src) != 2:
+    if end is None or end.op is not Ops.END or end.src[0].op is not Ops.STORE:
+        return None
+    if len(reduces) != 1 or len(reduces[0].src) != 2:
         return None
     total, k = reduces[0], reduces[0].src[1]
     j = end.src[-1]
     work = prod(r.src[0].arg for r in (*end.src[1:], k))
-    if total.arg is not Ops.ADD or total.dtype is not dtypes.float32 or work < PACK_MIN_WORK or j.src[0].arg % PANEL:
+    if total.arg is not Ops.ADD or total.dtype is not dtypes.float32 or work < PACK_MIN_WORK or j.src[0].arg % LANES:
         return None
     load = _sole_load(kernel, total, {j, k})
     return None if load is None else Packable(load, j, k, PANEL)
@@ -195,7 +205,9 @@ def pack_kernel(p: Packable) -> UOp:
     source = UOp.define_global(0, src.arg.size, src.scalar_dtype)
     index = substitute(p.load.src[1], {p.column: o * width + lane, p.reduce: kk, src: source})
     packed = UOp.define_global(1, p.size, src.scalar_dtype)
-    store = packed.store((o * rows + kk) * width + lane, source.load(index))
+    # a padded block's columns past the operand's end read nothing: they are zeros
+    value = source.load(index, _inside(o * width + lane, p.column.src[0].arg, width))
+    store = packed.store((o * rows + kk) * width + lane, value)
     return simplify(sink(store.end(o, kb, *ki, lane)))
 
 
@@ -242,7 +254,11 @@ def split_range(kernel: UOp, p: Packable, outermost: bool) -> tuple[UOp, int]:
     packed = UOp.define_global(p.load.src[0].arg.slot, p.size, p.load.scalar_dtype)
     read = packed.load((block * p.blocks[1] + p.reduce) * p.width + inner)
     end = kernel.src[0]
-    body = substitute(substitute(end.src[0], {p.load: read}), {p.column: block * p.width + inner})
+    body = substitute(end.src[0], {p.load: read})
+    gate = _inside(p.column, p.column.src[0].arg, p.width)
+    if gate is not None:
+        body = _gated(body, p.column, gate)
+    body = substitute(body, {p.column: block * p.width + inner})
     others = [r for r in end.src[1:] if r is not p.column]
     if outermost:
         ranges = [block, *others, inner]
@@ -250,3 +266,22 @@ def split_range(kernel: UOp, p: Packable, outermost: bool) -> tuple[UOp, int]:
         at = list(end.src[1:]).index(p.column)
         ranges = [*others[:at], block, inner, *others[at:]]
     return simplify(sink(body.end(*ranges))), int(axis)
+
+
+def _inside(j: UOp, n: int, width: int) -> UOp | None:
+    """Whether column j lies before n, where blocks of `width` columns overrun it (None where they fit).
+    Written (j // LANES) * LANES < n, which is j < n for n a multiple of LANES (find_packable): once
+    vectorize splits j into 16 v + lane, simplify makes it a test of v alone, one gate for a whole vector."""
+    return None if n % width == 0 else (j // LANES) * LANES < n
+
+
+def _gated(store: UOp, j: UOp, gate: UOp) -> UOp:
+    """The store, and every load that moves along j (a fused bias, say), under `gate`: the padded panel's
+    columns are computed from its zeros, and read and write nothing past the operands' ends."""
+    loads = {
+        u: u.src[0].load(u.src[1], gate if len(u.src) == 2 else u.src[2] & gate)
+        for u in store.toposort()
+        if u.op is Ops.LOAD and j in u.src[1].toposort()
+    }
+    gated = substitute(store, loads)
+    return gated.src[0].store(gated.src[1], gated.src[2], gate)

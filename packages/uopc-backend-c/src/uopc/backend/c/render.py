@@ -277,7 +277,7 @@ class _CWriter(KernelWriter):
             if u.src[2].dtype is dtypes.bfloat16:
                 self.helpers |= {k: BF16_HELPERS[k] for k in ("bf16_round", "bf16_store")}
                 value = f"bf16_store({value})"
-            self.line(f"{self.store_target(u)} = {value};")
+            self.line(f"{self.gated(u)}{self.store_target(u)} = {value};")
         elif u.op is Ops.DEFINE_ACC:
             self.value(u, self.expr[u.src[0]], "acc")
         elif u.op is Ops.ACCUMULATE:
@@ -304,11 +304,16 @@ class _CWriter(KernelWriter):
             pass
         elif lanes is None:
             return False
-        elif u.op is Ops.LOAD:
+        elif u.op is Ops.LOAD:  # a gate is the same for all lanes (check_vector): the whole vector or zeros
             self.helpers[lanes] = vector_typedefs(lanes)
-            self.value(u, f"*(const {lanes}_u*)({self.expr[u.src[0]]} + {self.expr[u.src[1]]})", "val")
+            read = f"*(const {lanes}_u*)({self.expr[u.src[0]]} + {self.expr[u.src[1]]})"
+            self.value(u, read if len(u.src) == 2 else f"{self.expr[u.src[2]]} ? {read} : ({lanes}_u){{}}", "val")
         elif u.op is Ops.STORE:
-            self.line(f"*({lanes}_u*)({self.expr[u.src[0]]} + {self.expr[u.src[1]]}) = {self.expr[u.src[2]]};")
+            target, value = f"*({lanes}_u*)({self.expr[u.src[0]]} + {self.expr[u.src[1]]})", self.expr[u.src[2]]
+            if u.src[2] not in self.vectors:  # a constant, as a padded panel's zeros: spread as `x - 0`, exactly x
+                self.helpers[lanes] = vector_typedefs(lanes)
+                value = f"({value} - ({lanes}){{}})"
+            self.line(f"{self.gated(u)}{target} = {value};")
         elif u.op is Ops.DEFINE_ACC:  # a scalar added to a vector is added to every lane: each starts at it
             self.helpers[lanes] = vector_typedefs(lanes)
             self.value(u, f"({lanes}){{}} + {self.expr[u.src[0]]}", "acc")
@@ -443,6 +448,10 @@ class _CWriter(KernelWriter):
         self.line("stream_fence();")
         self.depth -= 1
         self.line("}")
+
+    def gated(self, store: UOp) -> str:
+        """What a STORE's line starts with: the test of its gate, if it has one."""
+        return f"if ({self.expr[store.src[3]]}) " if len(store.src) == 4 else ""
 
     def store_target(self, u: UOp) -> str:
         """Where a scalar STORE writes: its buffer, or for a streamed buffer, the block buffer it goes out from."""

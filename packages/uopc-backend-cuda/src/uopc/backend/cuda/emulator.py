@@ -273,6 +273,8 @@ class _Run:
             v[u] = self.threads.index(self.program.launch.hardware(u)).astype(value_dtype(u.scalar_dtype))
         elif u.op is Ops.LOAD:
             v[u] = self.load(u)
+        elif u.op is Ops.STORE and len(u.src) == 4:  # only the C backend's packed matmuls make them (pack.py)
+            raise EmulationError(f"{self.program.name}: the emulator has no rule for a gated STORE")
         elif u.op is Ops.STORE:
             self.store(u)
         elif u.op is Ops.BARRIER:
