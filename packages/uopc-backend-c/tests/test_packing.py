@@ -84,7 +84,8 @@ def test_packed_matmul_matches_numpy_at_any_shape(m: int, k: int, panels: int, l
 
 @pytest.mark.parametrize(
     ("m", "k", "n"),
-    [(8, 16, 1), (4, 16, 48), (7, 1, 128)],  # N x 1; columns no panel fills; k = 1, no reduce loop left
+    # N x 1; columns that no whole vectors fill (the GPT's vocabulary: 65); k = 1, no reduce loop left
+    [(8, 16, 1), (4, 16, 40), (3, 16, 65), (7, 1, 128)],
 )
 def test_matmuls_without_panels_or_sums_are_not_packed(m: int, k: int, n: int) -> None:
     assert len(check(m, k, n, "ab").kernels) == 1
@@ -130,7 +131,8 @@ def packed_buffers(m: int, k: int, n: int, layout: str, a: Array, b: Array) -> l
 @pytest.mark.o0
 @pytest.mark.parametrize("layout", ["ab", "abt", "atb"])
 @pytest.mark.parametrize(
-    ("m", "k", "n"), [(1, 7, 32), (16, 7, 64), (8, 33, 32), (24, 300, 96), (296, 12, 32), (7, 2, 32)]
+    ("m", "k", "n"),
+    [(1, 7, 32), (16, 7, 64), (8, 33, 32), (24, 300, 96), (296, 12, 32), (7, 2, 32), (8, 5, 16), (16, 9, 80)],
 )
 def test_packing_copies_move_bits(m: int, k: int, n: int, layout: str) -> None:
     """The copies, as vectors or not, in blocks of rows or not, write each operand's bits unchanged into the
@@ -138,13 +140,79 @@ def test_packing_copies_move_bits(m: int, k: int, n: int, layout: str) -> None:
     rng = np.random.default_rng(m + k + n)
     a = rng.integers(0, 1 << 32, (k, m) if layout == "atb" else (m, k), dtype=np.uint32).view(np.float32)
     b = rng.integers(0, 1 << 32, (n, k) if layout == "abt" else (k, n), dtype=np.uint32).view(np.float32)
-    b_kn = b.T if layout == "abt" else b
-    want = [b_kn.reshape(k, n // 32, 32).transpose(1, 0, 2)]  # panel o: columns 32o .. 32o+31, k rows
+    b_kn = np.pad(b.T if layout == "abt" else b, ((0, 0), (0, -n % 32)))  # a last panel n does not fill: zeros
+    want = [b_kn.reshape(k, -1, 32).transpose(1, 0, 2)]  # panel o: columns 32o .. 32o+31, k rows
     if layout == "atb" and m % 8 == 0:
         want.append(a.reshape(k, m // 8, 8).transpose(1, 0, 2))  # group o: A's rows 8o .. 8o+7, k of each
     got = packed_buffers(m, k, n, layout, a, b)
     assert len(got) == len(want)
     assert [g.view(np.uint32).tolist() for g in got] == [w.reshape(-1).view(np.uint32).tolist() for w in want]
+
+
+@pytest.mark.o0
+@pytest.mark.parametrize("layout", ["ab", "abt", "atb"])
+# the MLP's first weight gradient (784 columns: 24 panels and a half); one half panel; 2.5 panels, A packed
+@pytest.mark.parametrize(("m", "k", "n"), [(128, 128, 784), (5, 17, 16), (16, 33, 80)])
+def test_a_padded_last_panel_matches_numpy(m: int, k: int, n: int, layout: str) -> None:
+    """Columns a multiple of 16 but not of 32: B's last panel is padded with zeros, and the matmul stores
+    none of the columns the padding computes."""
+    plan = check(m, k, n, layout, seed=n)
+    *copies, product = plan.kernels
+    assert product.opts.vector is not None and copies
+    assert plan.buffers[plan.steps[0].buffers[1]].size == -(-n // 32) * 32 * k  # whole panels, the last padded
+
+
+def sentinel_run(plan: Plan, out_slot: int, inputs: dict[int, Array], around: int) -> tuple[Array, Array]:
+    """Run the plan with its output inside a larger array of sentinels, `around` on each side; the output,
+    and the sentinels after the run."""
+    size = plan.buffers[out_slot].size
+    frame = np.full(size + 2 * around, 1234.5, np.float32)
+    buffers = [
+        inputs[i].reshape(-1) if i in inputs else np.full(s.size, np.nan, np.float32)
+        for i, s in enumerate(plan.buffers)
+    ]
+    buffers[out_slot] = frame[around : around + size]
+    compile_plan(plan, get_backend("C")).executable.run(buffers)
+    return frame[around : around + size], np.concatenate([frame[:around], frame[around + size :]])
+
+
+@pytest.mark.o0
+@pytest.mark.parametrize("layout", ["ab", "abt", "atb"])
+def test_a_padded_panel_stores_nothing_past_the_columns(layout: str) -> None:
+    """The output in a frame of sentinels: a store of a padded column would write into the next row (a
+    sentinel-free check: the values) or, from the last row, past the end (the sentinels after it)."""
+    m, k, n = 16, 24, 48
+    rng = np.random.default_rng(48)
+    a = rng.standard_normal((k, m) if layout == "atb" else (m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k) if layout == "abt" else (k, n)).astype(np.float32)
+    x, y = (a.T if layout == "atb" else a), (b.T if layout == "abt" else b)
+    plan = make_plan(normalize([matmul(m, k, n, layout)])[0], pack=True)
+    assert len(plan.kernels) > 1  # packed
+    got, sentinels = sentinel_run(plan, plan.outputs[0], {0: a, 1: b}, 64)
+    assert np.all(sentinels == 1234.5)
+    np.testing.assert_allclose(got.reshape(m, n), x.astype(np.float64) @ y, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.o0
+@pytest.mark.parametrize("layout", ["ab", "abt", "atb"])
+def test_nan_and_inf_in_a_padded_matmul_propagate_as_numpy(layout: str) -> None:
+    """NaN and inf in A and B: each output is NaN, inf or finite as numpy's is; A's NaN meets the padding's
+    zeros only in columns nobody stores."""
+    m, k, n = 16, 24, 80
+    rng = np.random.default_rng(80)
+    a = rng.standard_normal((k, m) if layout == "atb" else (m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k) if layout == "abt" else (k, n)).astype(np.float32)
+    a.reshape(-1)[::37], a.reshape(-1)[5::53], b.reshape(-1)[3::101] = np.nan, np.inf, -np.inf
+    x, y = (a.T if layout == "atb" else a), (b.T if layout == "abt" else b)
+    plan = make_plan(normalize([matmul(m, k, n, layout)])[0], pack=True)
+    assert len(plan.kernels) > 1  # packed
+    got = run(plan, a, b).reshape(m, n)
+    with np.errstate(invalid="ignore"):
+        want = x.astype(np.float64) @ y.astype(np.float64)
+    assert np.isnan(want).any() and np.isinf(want).any() and np.isfinite(want).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.where(np.isfinite(want), 0, got), np.where(np.isfinite(want), 0, want))
+    np.testing.assert_allclose(got[np.isfinite(want)], want[np.isfinite(want)], rtol=1e-4, atol=1e-4)
 
 
 def run_graph(graph: UOp, *by_slot: Array) -> tuple[Plan, Array]:

@@ -26,6 +26,7 @@ from uopc.ir import (
     param,
     range_,
     run,
+    simplify,
     sink,
     stack,
     substitute,
@@ -444,4 +445,10 @@ def test_pointer_nodes() -> None:
     assert st.dtype is dtypes.void and st.op is Ops.END
     gated = g.load(i, i < 8)
     assert gated.src[2].dtype is dtypes.bool
+    assert g.store(i, gated, i < 8).src[3].dtype is dtypes.bool
+    with pytest.raises(UOpError, match="gate must be bool, got int32"):
+        g.store(i, gated, i)
+    # a gate known to hold is no gate; one known to fail stays (a statement does not fold to nothing)
+    assert simplify(g.store(i, gated, i < 16)) is g.store(i, g.load(i, i < 8))
+    assert len(simplify(g.store(i, gated, i < 0)).src) == 4
     assert UOp.buffer(1, 6).shape == (6,)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from uopc.ir import AxisType, Ops, UOp, dtypes, simplify, substitute
+from uopc.ir import AxisType, Ops, UOp, dtypes, range_, simplify, sink, substitute
 from uopc.lower import Kernel, LowerError, Opts, apply_opts, choose_opts, linearize, rangeify
 from uopc.lower.opt import STREAM_MIN_BYTES, TILE_NODES, copies, reduce_strides
 
@@ -305,6 +305,21 @@ def test_vectors_are_refused_where_the_renderer_could_not_run_lanes(
         apply_opts(kernel(), opts)
 
 
+def gated_copy(gate: Callable[[UOp], UOp]) -> UOp:
+    """out[j] = x[j] for j < 32, the load and the store under gate(j), as a packed matmul's padded panel."""
+    x, out, j = UOp.define_global(0, 32), UOp.define_global(1, 32), range_(32, 0)
+    return sink(out.store(j, x.load(j, gate(j)), gate(j)).end(j))
+
+
+def test_a_gate_the_same_for_all_lanes_keeps_vectors_and_one_lane_by_lane_does_not() -> None:
+    opted = apply_opts(gated_copy(lambda j: (j // 8) * 8 < 24), Opts(vector=(0, 8)))
+    assert loops(opted)[1] == (AxisType.VECTOR, 8)
+    (store,) = (u for u in opted.toposort() if u.op is Ops.STORE)
+    assert loops(store.src[3]) == {0: (AxisType.LOOP, 4)}  # simplify made the gate a test of the vector
+    with pytest.raises(LowerError, match="gated lane by lane True"):
+        apply_opts(gated_copy(lambda j: j < 20), Opts(vector=(0, 8)))
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Streaming stores: which outputs lowering lets a renderer write around the cache
 # ---------------------------------------------------------------------------------------------------------
@@ -337,6 +352,14 @@ def test_an_output_streams_only_where_each_thread_writes_one_contiguous_run() ->
     assert streamed(transposed + 1.0, Opts(thread=0)) == set()  # threads run down the columns
     rows = UOp.buffer(0, 2 * n).reshape((n, 2)).sum([1])
     assert streamed(rows, Opts(thread=0)) == {1}  # a reduce's output, one value per threaded iteration
+
+
+def test_a_gated_store_does_not_stream() -> None:
+    """A streamed block goes out whole: what a false gate did not write would go out too."""
+    n = STREAM_FLOATS
+    x, out, j = UOp.define_global(0, n), UOp.define_global(1, n), range_(n, 0, AxisType.THREAD)
+    ungated, gated = (sink(out.store(j, x.load(j), g).end(j)) for g in (None, j < n - 8))
+    assert [linearize(Kernel("k", k, Opts())).streamed for k in (ungated, gated)] == [{1}, set()]
 
 
 def test_an_output_the_kernel_also_reads_does_not_stream() -> None:
