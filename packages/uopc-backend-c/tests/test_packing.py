@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import mmap
+import os
+import subprocess
+import sys
 from typing import Any
 
 import numpy as np
@@ -235,7 +240,8 @@ def relu_backward(m: int, k: int, n: int) -> UOp:
 
 
 @pytest.mark.o0
-@pytest.mark.parametrize(("m", "k", "n"), [(1, 7, 32), (8, 33, 64), (24, 300, 96), (7, 64, 256)])
+# the last: a padded panel, whose loads of x and the bias are gated as its stores are
+@pytest.mark.parametrize(("m", "k", "n"), [(1, 7, 32), (8, 33, 64), (24, 300, 96), (7, 64, 256), (8, 33, 80)])
 def test_a_fused_relu_backward_is_packed_and_selects_as_numpy(m: int, k: int, n: int) -> None:
     """The selection and the comparisons before it run on vector lanes, as masks: the same values as numpy's,
     NaN in x (no comparison holds: the product passes), -0.0 and 0.0 (both <= 0: zero)."""
@@ -251,6 +257,46 @@ def test_a_fused_relu_backward_is_packed_and_selects_as_numpy(m: int, k: int, n:
     got = got.reshape(m, n)
     bound = k * np.finfo(np.float32).eps * (np.abs(a) @ np.abs(b))
     assert np.all(np.abs(got - want) <= bound) and np.array_equal(got == 0, want == 0)
+
+
+def before_a_guard_page(values: Array) -> Array:
+    """A copy of float32 `values` that ends where an unreadable page (PROT_NONE) begins: a read one element
+    past its end is a segmentation fault, where a stray read of the heap would go unseen."""
+    pages = -(-values.nbytes // mmap.PAGESIZE)
+    memory = mmap.mmap(-1, (pages + 1) * mmap.PAGESIZE)
+    guard = ctypes.addressof(ctypes.c_char.from_buffer(memory)) + pages * mmap.PAGESIZE
+    if ctypes.CDLL(None, use_errno=True).mprotect(ctypes.c_void_p(guard), ctypes.c_size_t(mmap.PAGESIZE), 0) != 0:
+        raise OSError(ctypes.get_errno(), "mprotect failed")
+    out = np.frombuffer(memory, np.float32, count=values.size, offset=pages * mmap.PAGESIZE - values.nbytes)
+    out[...] = values.reshape(-1)
+    return out
+
+
+def run_padded_relu_backward_before_guard_pages() -> None:
+    """In the child: the fused ReLU backward with a padded panel, every input ending at a guard page."""
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr("uopc.lower.pack.PACK_MIN_WORK", 0)
+    m, k, n = 8, 33, 80
+    rng = np.random.default_rng(80)
+    a, b, x = (rng.standard_normal(s).astype(np.float32) for s in ((m, k), (k, n), (m, n)))
+    bias = rng.standard_normal(n).astype(np.float32)
+    guarded = [before_a_guard_page(v) for v in (a, b, x, bias)]
+    plan, got = run_graph(relu_backward(m, k, n), *guarded)
+    assert len(plan.kernels) == 2  # packed
+    want = np.where(x + bias <= 0, 0.0, a.astype(np.float64) @ b)
+    np.testing.assert_allclose(got.reshape(m, n), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.o0
+@pytest.mark.skipif(sys.platform == "win32", reason="mmap with PROT_NONE pages")
+def test_a_padded_panel_reads_nothing_past_its_operands() -> None:
+    """B's last row, x's and the bias's last columns end at a guard page: the padded panel's columns past n
+    must be gated in the copy of B and in the matmul's loads of x and the bias. Built at -O0, where each load
+    in the source is a load (test_guard_pages.py), in a child process, so that a fault fails the test."""
+    env = {**os.environ, "CFLAGS": "-O0 -fopenmp -fwrapv"}
+    done = subprocess.run([sys.executable, __file__], capture_output=True, text=True, check=False, timeout=300, env=env)
+    fault = " (a segmentation fault: a read past an operand)" if done.returncode == -11 else ""
+    assert done.returncode == 0, f"exit status {done.returncode}{fault}\n{done.stdout}{done.stderr}"
 
 
 def weight_gradient(batch: int, length: int, m: int, n: int) -> UOp:
@@ -291,3 +337,7 @@ def test_reduce_ranges_that_loads_see_apart_are_not_merged() -> None:
     assert len(plan.kernels) == 1  # not packed: the sum keeps its two reduce loops
     want = np.einsum("btm,tbn->mn", xv.astype(np.float64), dyv.astype(np.float64))
     np.testing.assert_allclose(got.reshape(m, n), want, rtol=1e-4, atol=1e-4)
+
+
+if __name__ == "__main__":
+    run_padded_relu_backward_before_guard_pages()
