@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from uopc.backend.c import ArgumentError, numpy_dtype
-from uopc.backend.cuda import EmulationError, GPUOpts, GPUProgram, Launch, emulate, lower_gpu
+from uopc.backend.cuda import EmulationError, GPUOpts, GPUProgram, Launch, emulate, lower_gpu, render_cuda
 from uopc.ir import AddrSpace, AxisType, BufferArg, DType, Ops, UOp, dtypes, range_, run, to_python
 from uopc.lower import Kernel, Param, rangeify
 
@@ -143,6 +143,15 @@ def test_a_gated_load_reads_nothing_where_its_gate_is_false() -> None:
     out = np.zeros(T, np.float32)
     emulate(program, [DATA, out])
     np.testing.assert_array_equal(out, np.append(DATA[1:], 0))
+
+
+def test_a_gated_store_renders_as_a_test_and_the_emulator_refuses_it() -> None:
+    """Only the C backend's packed matmuls gate stores (pack.py); the CUDA file keeps the gate, and the
+    emulator says it has no rule rather than store where the gate is false."""
+    program = one_block("gated", T, [OUT.store(LANE, IN.load(LANE), LANE < 32)], PARAMS)
+    assert "if ((lidx0<32)) data1[lidx0] = val0;" in render_cuda([program])
+    with pytest.raises(EmulationError, match="gated: the emulator has no rule for a gated STORE"):
+        emulate(program, [DATA, np.zeros(T, np.float32)])
 
 
 def test_threads_storing_different_values_to_one_element_are_reported() -> None:
