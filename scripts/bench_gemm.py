@@ -188,8 +188,10 @@ Runner = tuple[Callable[[], None], float]
 def uopc_runner(plan: Plan, a: Array, b: Array, layout: str, beam: int | None = None) -> Runner:
     """The compiled plan (its kernels' opts searched with a `beam`), run once and checked against numpy, as a
     function of no arguments; and the seconds the search took."""
-    compiled = compile_plan(plan, get_backend("C"), beam=beam)
-    buffers = [a.reshape(-1), b.reshape(-1), *(np.zeros(s.size, np.float32) for s in plan.buffers[2:])]
+    backend = get_backend("C")
+    compiled = compile_plan(plan, backend, beam=beam)
+    # the output and the packed copies from the runtime, as Tensor has them: aligned to a cache line
+    buffers = [a.reshape(-1), b.reshape(-1), *(backend.runtime.allocate(s.dtype, s.size) for s in plan.buffers[2:])]
     compiled.executable.run(buffers)
     n = a.shape[0]
     reference, want = numpy_runner(a, b, layout)
