@@ -216,9 +216,9 @@ def copy_block(p: Packable) -> tuple[int, bool]:
     A panel of B stored as (n, k) gathers, at each k, 32 floats from 32 rows k floats apart: at k = 1024,
     32 lines in one set of the 12-way L1, each evicted before the next k reads the rest of it. Its lanes
     go outside a block of LINE_FLOATS rows of k instead, each lane reading one whole line (the copy alone, one
-    thread, n = k = 1024: 0.69-0.79 ms, 0.44 ms so; notes 144). A's groups of 8 rows stored as (m, k) take
-    only 8 lines of a set, and ran 8% slower so: they keep the order of rows narrower than a line
-    (pack_kernel)."""
+    thread, n = k = 1024: 0.69-0.79 ms before, 0.44 ms in this order; notes 144). A's groups of 8 rows stored
+    as (m, k) take only 8 lines of a set, and ran 8% slower in this order: they keep the order of rows
+    narrower than a line (pack_kernel)."""
     rows, width = p.blocks[1:]
     if width < LINE_FLOATS:
         return next(b for b in (COPY_ROWS, 4, 2, 1) if rows % b == 0), False
