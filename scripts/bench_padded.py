@@ -107,7 +107,8 @@ def main() -> None:
         f"One thread, this thread's CPU time, {args.repeats} runs of each side taking turns; packed: the plan "
         "make_plan makes (B's last panel padded), unpacked: the same with pack=False (choose_opts's plan)."
     )
-    stamp.emit(f"{header}\n\n" + "\n".join(lines) + "\n", args.out, ["packages/uopc-ir/src", "packages/uopc-lower/src", "packages/uopc-backend-c/src", __file__])
+    measures = ["packages/uopc-ir/src", "packages/uopc-lower/src", "packages/uopc-backend-c/src", __file__]
+    stamp.emit(f"{header}\n\n" + "\n".join(lines) + "\n", args.out, measures)
 
 
 if __name__ == "__main__":

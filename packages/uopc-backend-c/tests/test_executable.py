@@ -11,7 +11,7 @@ import pytest
 
 from uopc.backend.c import C_BACKEND, ArgumentError, CExecutable, CRenderer, RenderError, batch_source, program, runtime
 from uopc.backend.c.compiler import UNIT_BREAK
-from uopc.ir import UOp, dtypes
+from uopc.ir import DType, UOp, dtypes
 from uopc.lower import (
     BufferSpec,
     Kernel,
@@ -239,6 +239,21 @@ def test_c_backend_is_registered_and_round_trips_numpy() -> None:
     stored = runtime.from_numpy(a)
     assert stored.flags.c_contiguous and stored.shape == (6,)
     np.testing.assert_array_equal(runtime.to_numpy(stored), a.reshape(-1))
+
+
+@pytest.mark.parametrize("size", [1, 5, 1000, 1 << 20])
+@pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.bfloat16, dtypes.float64])
+def test_runtime_buffers_start_a_cache_line(size: int, dtype: DType) -> None:
+    """The buffers the runtime makes start at a multiple of 64 bytes, so that a packed panel's vectors each lie
+    in one cache line (numpy's own large arrays start 16 bytes past one); from_numpy keeps the values."""
+    made = C_BACKEND.runtime.allocate(dtype, size)
+    assert made.ctypes.data % 64 == 0 and made.shape == (size,) and made.flags.c_contiguous and made.flags.writeable
+    values = np.random.default_rng(size).integers(0, 1000, (size, 1)).astype(made.dtype)
+    stored = C_BACKEND.runtime.from_numpy(values)
+    assert stored.ctypes.data % 64 == 0 and stored.dtype == made.dtype
+    np.testing.assert_array_equal(stored, values.reshape(-1))
+    values[0] += 1  # a copy, not a view of the caller's array
+    assert stored[0] != values[0, 0]
 
 
 def test_compile_plan_runs_a_plan_on_the_c_backend() -> None:

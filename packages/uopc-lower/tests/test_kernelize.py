@@ -222,12 +222,13 @@ def contiguous_per_thread(copy: Kernel, op: Ops) -> bool:
 @pytest.mark.parametrize("transposed", [False, True])
 def test_the_packing_copy_walks_its_operand_in_memory_order_where_it_can(transposed: bool) -> None:
     """B stored as (k, n) (A @ B): a thread reads whole rows of B, not 32 floats of each of k rows, one page
-    apart (threaded over the panels, the copy took twice as long). B stored as (n, k) (A @ B.T) is read down
-    its columns whatever the loop order; each thread writes whole panels."""
+    apart (threaded over the panels, the copy took twice as long). B stored as (n, k) (A @ B.T) is read a line
+    of k from each of a panel's columns in turn (pack.copy_block, test_packing.py); each thread copies whole
+    panels, axis 0."""
     plan = make_plan(normalize([matmul(512, transposed)])[0], pack=True)  # a copy large enough for threads
     copy, _ = plan.kernels
     assert copy.opts.thread is not None
-    assert contiguous_per_thread(copy, Ops.STORE if transposed else Ops.LOAD)
+    assert copy.opts.thread == 0 if transposed else contiguous_per_thread(copy, Ops.LOAD)
 
 
 def test_the_copy_of_a_writes_whole_lines_to_one_group_before_the_next() -> None:

@@ -8,7 +8,8 @@ tile's reduce loop then walks one contiguous block of memory, the same for every
 (n k floats, against m n k multiply-adds) absorbs the layout. The packed matmul's loops put the panel
 outermost: a panel (32 k floats, 128 KiB at k = 1024) stays in the core's L2 cache while every row of A
 passes over it, which is the cache blocking. Where the reduce loop strides through A (A stored as (k, m), as
-in a weight's gradient x.T @ dy), A is packed the same way, into groups of the tile's eight rows.
+in a weight's gradient x.T @ dy), A is packed the same way, into groups of the tile's eight rows; and so is
+an A stored as (m, k) too large for L2, which every panel reads again from L3 (packs_rows).
 """
 
 from __future__ import annotations
@@ -30,6 +31,12 @@ TILE_ROWS = 8
 # layouts, on a loaded 2-core machine: packed ran 0.9-1.05x the unpacked plan's speed at 64^3, 1.2x and more
 # at 128^3, 2.6-4.2x at 256^3
 PACK_MIN_WORK = 1 << 21
+# A stored as (m, k) is packed too where it does not fit in a core's L2 (2 MiB, lscpu), so that each panel
+# reads it again from L3, and B has A_PACK_MIN_PANELS panels or more: the tile then reads one stream of 8 floats
+# per k, not 8 rows k floats apart. m = k = 1024, one thread, CPU time, A packed against not: n = 256 lost 5%,
+# 512 even, 768 and 1024 gained 4%, 2048 5-7%; A 2048 x 512, n = 512: +7%. A in L2: 256^3 lost 3%, 512^3 2%
+L2_FLOATS = (2 << 20) // 4
+A_PACK_MIN_PANELS = 16
 COPY_ROWS = 8  # rows of k a packing copy writes to one block before the next, where a row is short (pack_kernel)
 LINE_FLOATS = 16  # float32s in a 64-byte cache line
 
@@ -66,8 +73,8 @@ class PackedMatmul:
 
 
 def pack_matmul(kernel: UOp) -> PackedMatmul | None:
-    """Pack B into panels read as vectors; pack A too where its reduce loop strides through it (A.T @ B);
-    None where the kernel is no large float32 matmul whose panels vector lanes can read."""
+    """Pack B into panels read as vectors; pack A too into groups of the tile's rows where packs_rows says
+    so; None where the kernel is no large float32 matmul whose panels vector lanes can read."""
     kernel = merge_reduce_ranges(kernel)
     b = find_packable(kernel)
     if b is None:
@@ -81,8 +88,8 @@ def pack_matmul(kernel: UOp) -> PackedMatmul | None:
     rows = outputs[max(before)] if before else None  # the output axis before B's columns: A's rows
     upcast, copies = {columns: PANEL // LANES}, [b]
     if rows is not None and rows.src[0].arg % TILE_ROWS == 0:
-        a = find_strided_rows(packed, rows, b.reduce)
-        if a is None:
+        a = find_rows(packed, rows, b.reduce)
+        if a is None or not packs_rows(a, b.blocks[0]):
             upcast[rows.arg.axis] = TILE_ROWS
         else:
             packed, inner_rows = split_range(packed, a, outermost=False)
@@ -167,15 +174,19 @@ def find_packable(kernel: UOp) -> Packable | None:
     return None if load is None else Packable(load, j, k, PANEL)
 
 
-def find_strided_rows(kernel: UOp, rows: UOp, k: UOp) -> Packable | None:
-    """A's load, where each step of k moves it by more than one element (A stored as (k, m)): packed into
-    groups of TILE_ROWS rows, the tile's eight values for each k are next to each other, and the groups follow
-    one another in k order."""
+def find_rows(kernel: UOp, rows: UOp, k: UOp) -> Packable | None:
+    """A's load, to be packed into groups of TILE_ROWS rows: the tile's eight values for each k next to each
+    other, and the groups one after another in k order, whichever way A is stored."""
     (total,) = [u for u in kernel.toposort() if u.op is Ops.REDUCE]
     load = _sole_load(kernel, total, {rows, k})
-    if load is None or linear_terms(load.src[1])[0].get(k) == 1:
-        return None
-    return Packable(load, rows, k, TILE_ROWS)
+    return None if load is None else Packable(load, rows, k, TILE_ROWS)
+
+
+def packs_rows(a: Packable, panels: int) -> bool:
+    """Whether A is packed: always where the reduce loop strides through it (A stored as (k, m)); stored as
+    (m, k), where it is larger than a core's L2 and read again by enough panels of B to repay the copy."""
+    along_k = linear_terms(a.load.src[1])[0].get(a.reduce) == 1
+    return not along_k or (a.size > L2_FLOATS and panels >= A_PACK_MIN_PANELS)
 
 
 def _sole_load(kernel: UOp, total: UOp, moved_by: set[UOp]) -> UOp | None:
@@ -197,7 +208,7 @@ def pack_kernel(p: Packable) -> UOp:
     m = k = 1024, one thread, in vectors: 0.59 ms row by row, 0.34 ms in blocks; notes 134)."""
     index_dtype = p.column.scalar_dtype
     groups, rows, width = p.blocks
-    block = next(b for b in (COPY_ROWS, 4, 2, 1) if rows % b == 0) if width < LINE_FLOATS else 1
+    block, k_inner = copy_block(p)
     sizes = (groups, rows // block, block, width) if block > 1 else (groups, rows, width)
     o, kb, *ki, lane = (range_(UOp.const(size, index_dtype), axis) for axis, size in enumerate(sizes))
     kk = kb * block + ki[0] if ki else kb
@@ -208,7 +219,24 @@ def pack_kernel(p: Packable) -> UOp:
     # a padded block's columns past the operand's end read nothing: they are zeros
     value = source.load(index, _inside(o * width + lane, p.column.src[0].arg, width))
     store = packed.store((o * rows + kk) * width + lane, value)
-    return simplify(sink(store.end(o, kb, *ki, lane)))
+    return simplify(sink(store.end(*((o, kb, lane, *ki) if k_inner else (o, kb, *ki, lane)))))
+
+
+def copy_block(p: Packable) -> tuple[int, bool]:
+    """The rows of k a copy writes to one block before the next, and whether k runs inside the block's lanes.
+
+    A panel of B stored as (n, k) gathers, at each k, 32 floats from 32 rows k floats apart: at k = 1024,
+    32 lines in one set of the 12-way L1, each evicted before the next k reads the rest of it. Its lanes
+    go outside a block of LINE_FLOATS rows of k instead, each lane reading one whole line (the copy alone, one
+    thread, n = k = 1024: 0.69-0.79 ms before, 0.44 ms in this order; notes 144). A's groups of 8 rows stored
+    as (m, k) take only 8 lines of a set, and ran 8% slower in this order: they keep the order of rows
+    narrower than a line (pack_kernel)."""
+    rows, width = p.blocks[1:]
+    if width < LINE_FLOATS:
+        return next(b for b in (COPY_ROWS, 4, 2, 1) if rows % b == 0), False
+    if linear_terms(p.load.src[1])[0].get(p.reduce) == 1:
+        return next(b for b in (LINE_FLOATS, 8, 4, 2, 1) if rows % b == 0), True
+    return 1, False
 
 
 def copy_opts(copy: UOp) -> Opts:
