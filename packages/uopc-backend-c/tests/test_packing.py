@@ -138,8 +138,10 @@ def packed_buffers(m: int, k: int, n: int, layout: str, a: Array, b: Array) -> l
 @pytest.mark.parametrize("layout", ["ab", "abt", "atb"])
 @pytest.mark.parametrize(
     ("m", "k", "n"),
-    [(1, 7, 32), (16, 7, 64), (8, 33, 32), (24, 300, 96), (296, 12, 32), (7, 2, 32), (8, 5, 16), (16, 9, 80)]
-    + [(8, 48, 64)],
+    [
+        *[(1, 7, 32), (16, 7, 64), (8, 33, 32), (24, 300, 96), (296, 12, 32), (7, 2, 32), (8, 48, 64)],
+        *[(8, 5, 16), (16, 9, 80)],  # a padded last panel
+    ],
 )
 def test_packing_copies_move_bits(m: int, k: int, n: int, layout: str) -> None:
     """The copies, as vectors or not, in blocks of rows or not, write each operand's bits unchanged into the
@@ -220,6 +222,7 @@ def test_nan_and_inf_in_a_padded_matmul_propagate_as_numpy(layout: str) -> None:
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_array_equal(np.where(np.isfinite(want), 0, got), np.where(np.isfinite(want), 0, want))
     np.testing.assert_allclose(got[np.isfinite(want)], want[np.isfinite(want)], rtol=1e-4, atol=1e-4)
+
 
 @pytest.fixture
 def pack_every_a(monkeypatch: pytest.MonkeyPatch) -> None:
