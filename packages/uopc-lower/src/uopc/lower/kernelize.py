@@ -98,20 +98,33 @@ def materialized(graph: UOp) -> list[UOp]:
             source = _through_movement(u.src[0])
             if source.op not in _CHEAP:  # an expand of computed values would recompute them per copy
                 chosen.add(source)
-    while shared := _shared_reduces(chosen, {u for u in graph.toposort() if u.op is Ops.BUFFER}):
+    while shared := _shared_work(chosen, {u for u in graph.toposort() if u.op is Ops.BUFFER}):
         chosen |= shared
     return [u for u in graph.toposort() if u in chosen]
 
 
-def _shared_reduces(chosen: set[UOp], buffers: set[UOp]) -> set[UOp]:
-    """Reductions that two kernels would each compute (a gradient read by Adam's m, v and update, say)."""
+_LIBM = frozenset({Ops.EXP, Ops.LOG, Ops.SIN, Ops.COS, Ops.POW})
+"""Ops that are calls into libm, which gcc does not vectorize: tens of cycles an element, where a load from
+cache is one."""
+
+
+def _shared_work(chosen: set[UOp], buffers: set[UOp]) -> set[UOp]:
+    """Reductions that two kernels would each compute (a gradient read by Adam's m, v and update, say), and
+    libm calls that two kernels would each make (a softmax's exp, which its sum, its division and its
+    gradient read): computed once into a buffer, and loaded. Elementwise outputs of one shape count as one
+    kernel, as group_outputs mostly makes them, computing a value they share once."""
     boundaries = chosen | buffers
     count: dict[UOp, int] = {}
+    kernels: dict[UOp, set[object]] = {}
     for m in chosen:
-        for u in _region(m, boundaries):
+        region = _region(m, boundaries)
+        kernel: object = m if _has_reduce(m, region, boundaries) else m.shape
+        for u in region:
             if u.op is Ops.REDUCE_AXIS and u not in boundaries:
                 count[u] = count.get(u, 0) + 1
-    return {u for u, n in count.items() if n > 1}
+            if u.op in _LIBM and u not in boundaries:
+                kernels.setdefault(u, set()).add(kernel)
+    return {u for u, n in count.items() if n > 1} | {u for u, k in kernels.items() if len(k) > 1}
 
 
 def _region(m: UOp, boundaries: set[UOp]) -> list[UOp]:
