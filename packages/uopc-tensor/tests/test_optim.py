@@ -16,8 +16,8 @@ import numpy.typing as npt
 import pytest
 
 from uopc.backend.c import CCompiler
-from uopc.lower import Binary, Source
 from uopc.ir import Ops
+from uopc.lower import Binary, Source
 from uopc.tensor import Tensor, TensorError, dtypes, realizer
 from uopc.tensor.nn import Linear, Module
 from uopc.tensor.optim import SGD, Adam, AdamW, Optimizer

@@ -220,12 +220,10 @@ def _epilogue_of(m: UOp, region: list[UOp], g: _Group) -> bool:
         reaches.add(u)
         if u.shape != m.shape:
             return False
-        if u.op is Ops.RESHAPE:
-            if u.src[0] not in members:
-                return False
-        elif u.op not in Ops.ALU and u.op is not Ops.CAST:
+        if u.op is Ops.RESHAPE and u.src[0] not in members:
             return False
-        elif any(s in members and s.shape != m.shape for s in u.src):
+        elementwise = u.op in Ops.ALU or u.op is Ops.CAST
+        if u.op is not Ops.RESHAPE and (not elementwise or any(s in members and s.shape != m.shape for s in u.src)):
             return False
     return True
 
