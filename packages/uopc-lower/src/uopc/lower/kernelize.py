@@ -199,9 +199,9 @@ def _fits(m: UOp, region: list[UOp], g: _Group, reads_g: bool) -> bool:
 
 EPILOGUE_MAX_WORK = PACK_MIN_WORK
 """The largest reduction an elementwise epilogue joins. A larger one is a matmul that pack.py packs, and a
-packed matmul stores one output; its own kernel costs little beside it. A smaller one (a bias's or a small
-weight's gradient) runs in microseconds, as long as the launch of a kernel of its own and the round trip of
-its output through memory (notes 146)."""
+packed matmul stores one output; its own kernel costs little beside it. For a smaller one (a bias's or a
+small weight's gradient) the epilogue saves a kernel, a buffer and the gradient's trip through it: little
+time inside a plan's one call into C (notes 146), and nothing is lost."""
 
 
 def _epilogue_of(m: UOp, region: list[UOp], g: _Group) -> bool:
