@@ -100,8 +100,9 @@ def passed_buffers(plan: Plan) -> set[int]:
 
 
 def phases(plan: Plan, loss: int) -> list[str]:
-    """Each step's part of the training step: forward if the loss (plan buffer `loss`) depends on it,
-    optimizer if it writes another output of the plan, backward otherwise."""
+    """Each step's part of the training step: optimizer if it writes an output of the plan other than the
+    loss (plan buffer `loss`), forward if the loss depends on it, backward otherwise. The optimizer comes
+    first: a kernel may compute values of two parts (the step count's, beside a scalar the forward reads)."""
     deps = producers(plan)
     forward = {i for i in range(len(plan.steps)) if loss in step_buffers(plan, i)[1]}
     for i in range(len(plan.steps) - 1, -1, -1):  # backwards: producers come before the steps they feed
@@ -109,7 +110,7 @@ def phases(plan: Plan, loss: int) -> list[str]:
             forward |= deps[i]
     outputs = set(plan.outputs) - {loss}
     return [
-        "forward" if i in forward else "optimizer" if step_buffers(plan, i)[1] & outputs else "backward"
+        "optimizer" if step_buffers(plan, i)[1] & outputs else "forward" if i in forward else "backward"
         for i in range(len(plan.steps))
     ]
 

@@ -3,7 +3,7 @@
 The steps are scripts/bench_step.py's (the MLP and the GPT-like model), captured (uopc.tensor.capture). After
 the three eager calls and a warm-up, --steps replays are timed, then profiled with cProfile: the functions
 with the most time of their own, per step. Then each kernel of the step's launches runs alone (the fastest
-of three runs, on the launch's own buffers), which says how the kernel time divides: how many kernels
+of five runs, on the launch's own buffers), which says how the kernel time divides: how many kernels
 there are, how many take under 50 microseconds (a thread pool's wake-up costs about that), and the slowest,
 with their work and the sizes of their buffers.
 
@@ -50,15 +50,21 @@ def own_time_rows(profile: cProfile.Profile, steps: int, count: int = 6) -> list
 
 
 def kernel_rows(run: Any, count: int) -> list[str]:
-    """Each kernel of the replay's launches run alone: a summary row, then the slowest `count`."""
+    """Each kernel of the replay's launches run alone: a summary row, then the slowest `count`. The kernel's
+    function is called directly, on pointers found before the clock starts: through `run_kernel`, which
+    checks the arrays first, each call cost some 15 microseconds of Python, which made a plan of 179 small
+    kernels look launch-bound (notes 146); the plan itself calls them from C."""
     found = []
     for launch in run.replay.launches:
+        executable = launch.compiled.executable
         for s in launch.plan.steps:
             args = [launch.buffers[b] for b in s.buffers]
+            executable.run_kernel(s.kernel, args)  # checks the arrays once
+            function, pointers = executable.functions[s.kernel], [a.ctypes.data for a in args]
             times = []
-            for _ in range(3):
+            for _ in range(5):
                 start = time.perf_counter()
-                launch.compiled.executable.run_kernel(s.kernel, args)
+                function(*pointers)
                 times.append(time.perf_counter() - start)
             program = launch.compiled.programs[s.kernel]
             found.append((min(times), program.name, program.flops, [a.size for a in args]))

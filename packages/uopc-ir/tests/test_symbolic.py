@@ -227,6 +227,20 @@ def test_division_by_a_constant_keeps_what_it_cannot_decide() -> None:
     assert simplify((RI * 6 + 4) % 4) is simplify(((RI * 3 + 2) % 2) * 2)
 
 
+def test_a_remainder_smaller_than_the_common_factor_leaves_the_division() -> None:
+    """(g*y + r) // (g*d) is y // d when 0 <= r < g: a thread's row of 128 plus a position under 32, over 512,
+    is the thread // 4, with no division left inside the position's loop (the GPT's head-major gradients,
+    notes 148). Every value of the loops is checked, with offsets that reach past g and factors that do not
+    divide the divisor, where the rule must not apply."""
+    t, r = range_(16, 0), range_(32, 1)
+    assert simplify((t * 128 + r) // 512) is simplify(t // 4)
+    assert simplify((t * 128 + r + 64) // 512) is simplify(t // 4)  # r + 64 < 128 still
+    for g, offset, k in product((96, 128, 130), (0, 96, 100), (256, 384, 512)):
+        e = simplify((t * g + r + offset) // k)
+        for env in assignments(t, r):
+            assert evaluate(e, env) == (env[t] * g + env[r] + offset) // k, (g, offset, k)
+
+
 def test_divmod_pairs_merge_back_even_with_a_constant() -> None:
     # reshapes write x as (x // c) * c + x % c; the pair must merge to x, constant part included
     x = RI + RJ + 1  # up to 6, so x // 4 and x % 4 are both undecided

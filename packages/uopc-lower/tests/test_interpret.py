@@ -548,13 +548,14 @@ class InterpreterRuntime:
 
 
 def test_a_backend_of_three_parts_runs_a_plan(tmp_path: Path) -> None:
-    """compile_plan walks a three-kernel plan (softmax over rows: the max, the sum, the output) with a backend
-    written here; the values match Python, and each stage is the one the arrow before it made."""
+    """compile_plan walks a four-kernel plan (softmax over rows: the max, the exponentials, the sum, the
+    output) with a backend written here; the values match Python, and each stage is the one the arrow before
+    it made."""
     x = UOp.buffer(0, 6).reshape((2, 3))
     e = (x - x.reduce(Ops.MAX, [1]).expand((2, 3))).exp()
     graph, _ = normalize([e / e.sum([1]).expand((2, 3))])
     plan = make_plan(graph, opt=True)
-    assert len(plan.kernels) == 3
+    assert len(plan.kernels) == 4
     compiler = InterpreterCompiler(tmp_path)
     backend = Backend("PY", InterpreterRenderer(), compiler, InterpreterRuntime())
     compiled = compile_plan(plan, backend)

@@ -45,11 +45,38 @@ def test_elementwise_chain_is_one_kernel() -> None:
 
 
 def test_reduce_feeding_an_expand_is_materialized_once() -> None:
-    """softmax: the max and the sum are each computed once, not once per output element."""
+    """softmax: the max and the sum are each computed once, not once per output element; the exponentials
+    (read by the sum's kernel and the output's) are a kernel of their own, in between."""
     x = buf(7, 4, 6)
     e = (x - x.reduce(Ops.MAX, [1]).expand((4, 6))).exp()
     graph, _ = normalize([e / e.sum([1]).expand((4, 6))])
-    assert reduces_per_kernel(graph) == [1, 1, 0]
+    assert reduces_per_kernel(graph) == [1, 0, 1, 0]
+
+
+def libm_calls(graph: UOp) -> list[int]:
+    plan = make_plan(graph, opt=False)
+    return [sum(1 for u in k.ast.toposort() if u.op in (Ops.EXP, Ops.LOG)) for k in plan.kernels]
+
+
+def test_a_libm_call_two_kernels_need_is_made_once() -> None:
+    """A softmax's exp read by its sum, its output and its gradient's kernel (a training step's attention):
+    one exp per element in the whole plan, not one in each of the three kernels (notes 147)."""
+    x, g = buf(7, 4, 6), buf(8, 4, 6)
+    e = (x - x.reduce(Ops.MAX, [1]).expand((4, 6))).exp()
+    total = e.sum([1]).expand((4, 6))
+    p = e / total
+    grad_e = g / total - (g * e).sum([1]).expand((4, 6)) / (total * total)
+    graph, _ = normalize([p, grad_e])
+    assert sum(libm_calls(graph)) == 1, libm_calls(graph)
+
+
+def test_a_libm_call_that_elementwise_outputs_of_one_shape_share_stays_inline() -> None:
+    """Two elementwise outputs of one shape share a kernel, which computes their common exp once already:
+    storing it would only add a round trip through memory."""
+    x = buf(3, 4, 6)
+    e = (x * 0.5).exp()
+    graph, _ = normalize([e + 1.0, e * e])
+    assert libm_calls(graph) == [1]
 
 
 def test_reduce_read_by_two_outputs_is_computed_once() -> None:
@@ -58,11 +85,9 @@ def test_reduce_read_by_two_outputs_is_computed_once() -> None:
     g = (a.expand((8, 6, 5)) * b.expand((8, 6, 5))).sum([2])
     outputs = [g * 0.1, g * g * 0.01, g - 1.0]
     graph, _ = normalize(outputs)
-    counts = reduces_per_kernel(graph)
-    assert sum(counts) == 1, counts
-    assert len(counts) == 2  # the reduction, then one elementwise kernel with three stores
+    assert reduces_per_kernel(graph) == [1]  # one kernel: the reduction, and the three outputs as its epilogue
     plan = make_plan(graph, opt=False)
-    assert sum(1 for u in plan.kernels[1].ast.toposort() if u.op is Ops.STORE) == 3
+    assert sum(1 for u in plan.kernels[0].ast.toposort() if u.op is Ops.STORE) == 3  # not g: no other kernel reads it
 
 
 def test_elementwise_outputs_of_one_shape_share_a_kernel() -> None:

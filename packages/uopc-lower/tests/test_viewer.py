@@ -124,14 +124,14 @@ class Page(html.parser.HTMLParser):
 @pytest.fixture(scope="module")
 def softmax_page() -> tuple[RealizeRecord, str]:
     graph, _ = normalize([softmax_rows(4, 16)])
-    record = record_for(graph, run_seconds=(0.0011, 0.0022, 0.0033))
+    record = record_for(graph, run_seconds=(0.0011, 0.0022, 0.0033, 0.0044))
     return record, stage_page(record)
 
 
 def test_every_kernel_has_every_stage(softmax_page: tuple[RealizeRecord, str]) -> None:
     record, text = softmax_page
     page = Page(text)
-    assert len(record.plan.kernels) == 3
+    assert len(record.plan.kernels) == 4  # the max, the exponentials, the sum, the output
     for i, program in enumerate(record.compiled.programs):
         assert f"k{i}" in page.ids
         assert [s for s in page.ids if s.startswith(f"k{i}-")] == [f"k{i}-{suffix}" for suffix, _ in STAGES]
@@ -166,10 +166,10 @@ def test_the_stages_show_each_kernels_program_and_source(softmax_page: tuple[Rea
 def test_times_are_shown_where_measured(softmax_page: tuple[RealizeRecord, str]) -> None:
     record, text = softmax_page
     page = Page(text)
-    for s, ms in enumerate(("1.100 ms", "2.200 ms", "3.300 ms")):
+    for s, ms in enumerate(("1.100 ms", "2.200 ms", "3.300 ms", "4.400 ms")):
         assert ms in page.text(f"step-{s}")
         assert ms in page.text(f"k{record.plan.steps[s].kernel}-timing")
-    assert "6.600 ms" in page.text("times")  # the run: every step
+    assert "11.000 ms" in page.text("times")  # the run: every step
     assert f"{record.compiled.times.compile * 1e3:.3f} ms" in page.text("times")
     unmeasured = Page(stage_page(dataclasses.replace(record, run_seconds=())))
     assert "not measured" in unmeasured.text("k0-timing") and "not measured" in unmeasured.text("step-0")

@@ -22,9 +22,13 @@ from uopc.tensor.realize import realizer
 Step = Callable[[Tensor, Tensor], Tensor]
 
 
-def mlp_and_step() -> tuple[Sequential, Adam, Step]:
+def mlp_and_step(hidden: int = 1) -> tuple[Sequential, Adam, Step]:
+    """An MLP with `hidden` hidden layers of 16, and its training step."""
     Tensor.manual_seed(3)
-    model = Sequential(Linear(12, 16), ReLU(), Linear(16, 5))
+    layers: list[Any] = [Linear(12, 16), ReLU()]
+    for _ in range(hidden - 1):
+        layers += [Linear(16, 16), ReLU()]
+    model = Sequential(*layers, Linear(16, 5))
     opt = Adam(model.parameters(), lr=1e-2)
 
     def step(x: Tensor, y: Tensor) -> Tensor:
@@ -45,9 +49,9 @@ def batches(n: int, rows: int = 8) -> list[tuple[np.ndarray[Any, Any], np.ndarra
     ]
 
 
-def train(captured: bool, steps: int) -> tuple[list[float], list[np.ndarray[Any, Any]]]:
+def train(captured: bool, steps: int, hidden: int = 1) -> tuple[list[float], list[np.ndarray[Any, Any]]]:
     """`steps` steps with a learning rate that changes at every step, set between calls as scripts do."""
-    model, opt, step = mlp_and_step()
+    model, opt, step = mlp_and_step(hidden)
     run = capture(step) if captured else step
     losses = []
     for i, (x, y) in enumerate(batches(steps)):
@@ -66,11 +70,13 @@ def test_replayed_training_matches_the_eager_loop_bit_for_bit() -> None:
 
 
 def test_memory_planning_changes_no_value_of_a_captured_training_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    # two hidden layers: with one, the step's intermediates all overlap in time since each gradient is
+    # computed in the kernel that updates its parameter (kernelize's epilogues), so nothing would share
     monkeypatch.setattr(realizer, "share_memory", False)
-    separate_losses, separate_weights = train(captured=True, steps=6)
+    separate_losses, separate_weights = train(captured=True, steps=6, hidden=2)
     monkeypatch.setattr(realizer, "share_memory", True)
     realizer.memory.clear()
-    losses, weights = train(captured=True, steps=6)
+    losses, weights = train(captured=True, steps=6, hidden=2)
     assert losses == separate_losses
     for got, want in zip(weights, separate_weights, strict=True):
         assert got.tobytes() == want.tobytes()

@@ -16,6 +16,7 @@ import numpy.typing as npt
 import pytest
 
 from uopc.backend.c import CCompiler
+from uopc.ir import Ops
 from uopc.lower import Binary, Source
 from uopc.tensor import Tensor, TensorError, dtypes, realizer
 from uopc.tensor.nn import Linear, Module
@@ -308,3 +309,44 @@ def test_float16_parameters_stay_float16(make: Callable[[list[Tensor]], Optimize
         opt.zero_grad()
     assert p.dtype is dtypes.float16 and p.numpy().dtype == np.float16
     assert np.all(p.numpy() < start)  # a gradient of +3 everywhere moved every value down
+
+
+# ---- a parameter's update fused into its gradient's kernel ----
+
+BATCH = 16
+
+
+def batched_data(step: int) -> tuple[F64, F64]:
+    """(scale, target) of shape (BATCH, 5): the loss is the sum over the batch of step_data's loss, so the
+    gradient of a (5,) parameter is a sum over the batch, a reduction, as a bias's is."""
+    rng = np.random.default_rng(200 + step)
+    scale = rng.uniform(0.5, 2.0, (BATCH, 5)).astype(np.float32).astype(np.float64)
+    return scale, rng.uniform(-1, 1, (BATCH, 5)).astype(np.float32).astype(np.float64)
+
+
+def test_adamw_update_is_the_epilogue_of_its_gradients_reduction() -> None:
+    """kernelize's epilogue rule: a small reduction (the gradient, summed over the batch) and the elementwise
+    outputs that read it element for element (AdamW's new parameter, m and v) are one kernel, which computes
+    the sum once; the trajectory is the float64 reference's."""
+    b1, b2, eps, wd = 0.9, 0.99, 1e-8, 0.1
+    p0 = np.random.default_rng(7).uniform(-1, 1, 5).astype(np.float32)
+    p = Tensor(p0, requires_grad=True)
+    opt = AdamW([p], lr=0.05, betas=(b1, b2), weight_decay=wd)
+    want, m, v = p0.astype(np.float64), np.zeros(5), np.zeros(5)
+    for step in range(4):
+        scale, target = batched_data(step)
+        loss = (0.5 * Tensor(scale.astype(np.float32)) * (p - Tensor(target.astype(np.float32))).square()).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        g = (scale * (want - target)).sum(axis=0)
+        want = want * (1 - 0.05 * wd)
+        m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g * g
+        want = want - 0.05 * (m / (1 - b1 ** (step + 1))) / (np.sqrt(v / (1 - b2 ** (step + 1))) + eps)
+        np.testing.assert_allclose(p.numpy(), want, rtol=2e-5, atol=2e-6, err_msg=f"after step {step + 1}")
+    plan = next(reversed(realizer.plans.plans.values()))  # the step's, used last
+    reducing = [k for k in plan.kernels if any(u.op is Ops.REDUCE for u in k.ast.toposort())]
+    assert len(reducing) == 1, [k.name for k in plan.kernels]
+    stores = sum(1 for u in reducing[0].ast.toposort() if u.op is Ops.STORE)
+    assert stores == 3, "the new parameter, m and v; the gradient is read in this kernel alone, and not stored"
+    assert len(plan.kernels) == 2, "the step count's kernel, and the fused one"

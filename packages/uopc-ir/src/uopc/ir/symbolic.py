@@ -144,11 +144,30 @@ def fold_idiv(x: UOp, c: UOp) -> UOp | None:
     lo, hi = (int(b) for b in bounds(rest))
     if lo // k == hi // k:
         return quotient + rest.const_like(lo // k)
+    coarse = _coarse_part(rest, k)
+    if coarse is not None:  # (g*y + r) // (g*d) == y // d for 0 <= r < g
+        y, g_y = coarse
+        return quotient + y // (k // g_y)
     if quotient.op is Ops.CONST and quotient.arg == 0:
         if g > 1:  # (g*y) // (g*d) == y // d
             return _divide_exactly(rest, g) // (k // g)
         return None
     return quotient + rest // c
+
+
+def _coarse_part(x: UOp, k: int) -> tuple[UOp, int] | None:
+    """(y, g), where x = g*y + r with g > 1 dividing k and 0 <= r < g: the terms whose coefficients g divides, over
+    g, leaving a remainder r too small to reach the next multiple of g. A thread's row (128 t) plus a
+    position in it (r < 32), divided by 512, is t // 4: the position drops out of the division, which no
+    longer changes inside the position's loop. None where no such g is found (the largest is tried first)."""
+    terms, constant = linear_terms(x)
+    for g in sorted({math.gcd(k, c) for c in terms.values()} - {1}, reverse=True):
+        coarse = {t: c // g for t, c in terms.items() if c % g == 0}
+        fine = build_sum({t: c for t, c in terms.items() if c % g}, constant % g, x.scalar_dtype)
+        lo, hi = bounds(fine)
+        if coarse and lo >= 0 and hi < g:
+            return build_sum(coarse, constant // g, x.scalar_dtype), g
+    return None
 
 
 def fold_mod(x: UOp, c: UOp) -> UOp | None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from uopc.ir import BufferArg, ConstValue, DType, Ops, UOp, round_to, sink, substitute, toposort
 from uopc.lower.opt import Opts, choose_opts
-from uopc.lower.pack import Packable, copy_opts, pack_kernel, pack_matmul
+from uopc.lower.pack import PACK_MIN_WORK, Packable, copy_opts, pack_kernel, pack_matmul
 from uopc.lower.rangeify import Memo, rangeify
 from uopc.lower.stages import BufferSpec, Kernel, Plan, Step
 
@@ -98,20 +98,33 @@ def materialized(graph: UOp) -> list[UOp]:
             source = _through_movement(u.src[0])
             if source.op not in _CHEAP:  # an expand of computed values would recompute them per copy
                 chosen.add(source)
-    while shared := _shared_reduces(chosen, {u for u in graph.toposort() if u.op is Ops.BUFFER}):
+    while shared := _shared_work(chosen, {u for u in graph.toposort() if u.op is Ops.BUFFER}):
         chosen |= shared
     return [u for u in graph.toposort() if u in chosen]
 
 
-def _shared_reduces(chosen: set[UOp], buffers: set[UOp]) -> set[UOp]:
-    """Reductions that two kernels would each compute (a gradient read by Adam's m, v and update, say)."""
+_LIBM = frozenset({Ops.EXP, Ops.LOG, Ops.SIN, Ops.COS, Ops.POW})
+"""Ops that are calls into libm, which gcc does not vectorize: tens of cycles an element, where a load from
+cache is one."""
+
+
+def _shared_work(chosen: set[UOp], buffers: set[UOp]) -> set[UOp]:
+    """Reductions that two kernels would each compute (a gradient read by Adam's m, v and update, say), and
+    libm calls that two kernels would each make (a softmax's exp, which its sum, its division and its
+    gradient read): computed once into a buffer, and loaded. Elementwise outputs of one shape count as one
+    kernel, as group_outputs mostly makes them, computing a value they share once."""
     boundaries = chosen | buffers
     count: dict[UOp, int] = {}
+    kernels: dict[UOp, set[object]] = {}
     for m in chosen:
-        for u in _region(m, boundaries):
+        region = _region(m, boundaries)
+        kernel: object = m if _has_reduce(m, region, boundaries) else m.shape
+        for u in region:
             if u.op is Ops.REDUCE_AXIS and u not in boundaries:
                 count[u] = count.get(u, 0) + 1
-    return {u for u, n in count.items() if n > 1}
+            if u.op in _LIBM and u not in boundaries:
+                kernels.setdefault(u, set()).add(kernel)
+    return {u for u, n in count.items() if n > 1} | {u for u, k in kernels.items() if len(k) > 1}
 
 
 def _region(m: UOp, boundaries: set[UOp]) -> list[UOp]:
@@ -129,6 +142,8 @@ class _Group:
     members: list[UOp]
     shape: tuple[int, ...]
     elementwise: bool
+    work: int = 0  # a reducing group's multiply-adds (or other reduce steps): the largest reduce it computes
+    loaded: set[UOp] = field(default_factory=set)  # the members a later group reads from memory
 
 
 def group_outputs(order: list[UOp], boundaries: set[UOp]) -> list[_Group]:
@@ -136,7 +151,9 @@ def group_outputs(order: list[UOp], boundaries: set[UOp]) -> list[_Group]:
 
     Elementwise outputs of one shape join one kernel, unless that would make the kernel wait for one of
     its own outputs through another kernel; a member may read another member, which is then computed
-    inline (once, as a shared subexpression) instead of loaded.
+    inline (once, as a shared subexpression) instead of loaded. An elementwise output that reads a small
+    reduction element for element (an optimizer's update of a parameter from its gradient) joins the
+    reduction's kernel as its epilogue (see _epilogue_of).
     """
     groups: list[_Group] = []
     group_of: dict[UOp, int] = {}
@@ -146,20 +163,69 @@ def group_outputs(order: list[UOp], boundaries: set[UOp]) -> list[_Group]:
         deps = [u for u in region if u is not m and u in group_of]
         needs[m] = set().union(*({group_of[d]} | needs[d] for d in deps))
         elementwise = not _has_reduce(m, region, boundaries)
+        reads = {group_of[d] for d in deps}
         target = next(
             (
                 i
                 for i, g in enumerate(groups)
-                if elementwise and g.elementwise and g.shape == m.shape and _may_join(i, deps, group_of, needs)
+                if elementwise and _fits(m, region, g, i in reads) and _may_join(i, deps, group_of, needs)
             ),
             None,
         )
         if target is None:
-            groups.append(_Group([], m.shape, elementwise))
+            work = 0 if elementwise else max(_reduce_work(u, m, boundaries) for u in region)
+            groups.append(_Group([], m.shape, elementwise, work))
             target = len(groups) - 1
         groups[target].members.append(m)
         group_of[m] = target
+        for d in deps:
+            if group_of[d] != target:
+                groups[group_of[d]].loaded.add(d)
     return groups
+
+
+def _reduce_work(u: UOp, m: UOp, boundaries: set[UOp]) -> int:
+    """The steps of reduction u if m's kernel computes it (a loaded one costs none): its source's elements."""
+    return u.src[0].size if u.op is Ops.REDUCE_AXIS and (u is m or u not in boundaries) else 0
+
+
+def _fits(m: UOp, region: list[UOp], g: _Group, reads_g: bool) -> bool:
+    """Whether elementwise output m may share group g's kernel: g is elementwise of m's shape, or m reads
+    g's small reduction and is an epilogue of it."""
+    if g.elementwise:
+        return g.shape == m.shape
+    return reads_g and g.work < EPILOGUE_MAX_WORK and _epilogue_of(m, region, g)
+
+
+EPILOGUE_MAX_WORK = PACK_MIN_WORK
+"""The largest reduction an elementwise epilogue joins. A larger one is a matmul that pack.py packs, and a
+packed matmul stores one output; its own kernel costs little beside it. For a smaller one (a bias's or a
+small weight's gradient) the epilogue saves a kernel, a buffer and the gradient's trip through it: little
+time inside a plan's one call into C (notes 146), and nothing is lost."""
+
+
+def _epilogue_of(m: UOp, region: list[UOp], g: _Group) -> bool:
+    """Whether m reads the members of reducing group g only element for element: every path from m down to a
+    member is elementwise math of m's shape, reaching the member directly (a member of m's shape) or through
+    one reshape of it (of as many elements). Then element i of m needs element i of the members alone, and
+    one loop nest computes them all, the reduction once; a permute or an expand on the way would make m read
+    other elements of the reduction, which the kernel would compute again."""
+    members = set(g.members)
+    if any(r.size != m.size for r in members):
+        return False
+    reaches: set[UOp] = set(members)
+    for u in region:  # sources first
+        if u in members or not any(s in reaches for s in u.src):
+            continue
+        reaches.add(u)
+        if u.shape != m.shape:
+            return False
+        if u.op is Ops.RESHAPE and u.src[0] not in members:
+            return False
+        elementwise = u.op in Ops.ALU or u.op is Ops.CAST
+        if u.op is not Ops.RESHAPE and (not elementwise or any(s in members and s.shape != m.shape for s in u.src)):
+            return False
+    return True
 
 
 def _may_join(i: int, deps: list[UOp], group_of: dict[UOp, int], needs: dict[UOp, set[int]]) -> bool:
@@ -212,15 +278,18 @@ def make_plan(graph: UOp, opt: bool = True, pack: bool = False) -> Plan:
         outputs.append(where[root])
     order = materialized(graph)
     boundaries = set(order) | {u for u in graph.toposort() if u.op is Ops.BUFFER}
+    groups = group_outputs(order, boundaries)
+    # a member no other kernel reads (a gradient its update's kernel computes) is not stored: it has no buffer
+    stored = set().union(*(g.loaded for g in groups))
     for m in order:
-        if m not in where:
+        if m not in where and m in stored:
             where[m] = len(buffers)
             buffers.append(BufferSpec(m.scalar_dtype, m.size))
     kernels: list[Kernel] = []
     steps: list[Step] = []
     names: set[str] = set()
     memo = _PlanMemo()
-    for group in group_outputs(order, boundaries):
+    for group in groups:
         ast, plan_buffers = _lower_group(group, boundaries, where, memo)
         name = _kernel_name(group.shape, not group.elementwise, names)
         packing = pack_matmul(ast) if opt and pack else None
@@ -277,7 +346,11 @@ def _lower_group(
             local[plan_buffer] = UOp(Ops.BUFFER, like.scalar_dtype, (), BufferArg(len(local), like.size))
         return local[plan_buffer]
 
-    outputs = [(param(where[m], m), m) for m in group.members]
+    outputs = [
+        (param(where[m], m), m if m.shape == group.shape else m.reshape(group.shape))
+        for m in group.members
+        if m in where  # a member read only inside this kernel has no buffer
+    ]
     loads = {
         u: param(where[u], u).reshape(u.shape) if u.shape != (u.size,) else param(where[u], u)
         for m in group.members
