@@ -19,6 +19,7 @@ import functools
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -107,7 +108,8 @@ def main() -> None:
         f"One thread, this thread's CPU time, {args.repeats} runs of each side taking turns; packed: the plan "
         "make_plan makes (B's last panel padded), unpacked: the same with pack=False (choose_opts's plan)."
     )
-    measures = ["packages/uopc-ir/src", "packages/uopc-lower/src", "packages/uopc-backend-c/src", __file__]
+    measures: list[str | Path] = ["packages/uopc-ir/src", "packages/uopc-lower/src", "packages/uopc-backend-c/src"]
+    measures.append(__file__)
     stamp.emit(f"{header}\n\n" + "\n".join(lines) + "\n", args.out, measures)
 
 
