@@ -347,18 +347,36 @@ def choose_opts(kernel: UOp) -> Opts:
     outputs = [r for r in ranges if r.arg.kind is AxisType.LOOP]
     work = prod(r.src[0].arg for r in ranges)
     upcast: dict[int, int] = {}
+    vector = None
     if any(r.arg.kind is AxisType.REDUCE for r in ranges):
+        vector = reduce_vector(kernel, outputs)
         strides = reduce_strides(kernel)
-        factors = (4, 2) if strides and all(strides) else (8, 4, 2)
+        factors = (4, 2) if strides and all(strides) and vector is None else (8, 4, 2)
         most = max(1, TILE_NODES // _body_size(kernel))
         for r in outputs[-2:]:
             tile = prod(upcast.values())
             n = next((f for f in factors if r.src[0].arg % f == 0 and r.src[0].arg > f and tile * f <= most), None)
-            if n is not None:
+            if n is not None and (vector is None or r.arg.axis != vector[0]):
                 upcast[r.arg.axis] = n
-    left = [r for r in outputs if r.src[0].arg // upcast.get(r.arg.axis, 1) > 1]
+    trips = {r.arg.axis: r.src[0].arg // upcast.get(r.arg.axis, 1) for r in outputs}
+    if vector is not None:
+        trips[vector[0]] //= vector[1]
+    left = [r for r in outputs if trips[r.arg.axis] > 1]
     threaded = left[0].arg.axis if left and work >= THREAD_MIN_WORK else None
-    return Opts(upcast=upcast, thread=threaded)
+    return Opts(upcast=upcast, vector=vector, thread=threaded)
+
+
+VECTOR_LANES = 16  # float32s in one AVX-512 register
+
+
+def reduce_vector(kernel: UOp, outputs: list[UOp]) -> tuple[int, int] | None:
+    """A reduce kernel's innermost output axis as vector lanes, where its loads and store lie along it
+    contiguously and it holds whole vectors (a matmul too small to pack, a sum over a batch): one
+    accumulator per 16 outputs instead of a scalar tile."""
+    if not outputs or outputs[-1].src[0].arg % VECTOR_LANES:
+        return None
+    axis = outputs[-1].arg.axis
+    return (axis, VECTOR_LANES) if can_vectorize(kernel, axis, VECTOR_LANES) else None
 
 
 MAX_UPCAST = 64  # values per register tile: gcc needed minutes for a 16x16 tile, and it spilled registers
