@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from uopc.ir import UOp
+from uopc.ir import UOp, dtypes
 from uopc.lower import Plan, compile_plan, get_backend, make_plan, normalize
 
 Array = npt.NDArray[Any]
@@ -101,3 +101,18 @@ def test_a_fused_relu_backward_selects_on_vector_lanes_as_numpy() -> None:
     product = a.astype(np.float64) @ b.astype(np.float64)
     want = np.where(x + bias <= 0, 0.0, product)
     assert np.array_equal(got == 0, want == 0) and within_rounding(np.where(want == 0, product, got), a, b)
+
+
+@pytest.mark.o0
+def test_a_selection_by_a_condition_the_same_for_all_lanes_compiles_and_selects_as_numpy() -> None:
+    """A row's flag (a bool that does not move along the lanes) picks the product or zero: the renderer
+    spreads the flag over the lanes as a mask (the GPT's gradient of its joined q, k, v projections)."""
+    m, k, n = 16, 8, 32
+    rng = np.random.default_rng(16)
+    a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+    flags = rng.random(m) < 0.5
+    keep = UOp.buffer(2, m, dtypes.bool).reshape((m, 1)).expand((m, n))
+    plan, got = plan_and_run(keep.where(matmul(m, k, n), 0.0), a, b, flags)
+    assert plan.kernels[-1].opts.vector is not None
+    got = got.reshape(m, n)
+    assert np.all(got[~flags] == 0) and within_rounding(got[flags], a[flags], b)

@@ -327,14 +327,15 @@ class _CWriter(KernelWriter):
         """A comparison of vectors, logic on masks, or a selection by a mask. A mask is a vector of ints, -1 in
         a lane where it holds and 0 elsewhere, as gcc's vector comparisons make it; C's `||` and `?:` take no
         vectors, so logic is bitwise and a selection picks bits (select_f32x16). A lane-independent operand
-        is spread over the lanes first: a float as `x - 0` (exactly x), a bool as 0 - x (-1 where it holds)."""
+        is spread over the lanes first: a float as `x - 0` (exactly x), a bool as 0 - (int)x (-1 where it holds;
+        gcc takes no _Bool beside a vector)."""
         floats, masks = vector_type(lanes), mask_type(lanes)
         self.helpers[floats] = vector_typedefs(floats)
         self.helpers[masks] = mask_typedef(masks)
         operands = []
         for s in u.src:
             x = self.expr[s]
-            spread = f"({masks}){{}} - ({x})" if s.dtype is dtypes.bool else f"({x} - ({floats}){{}})"
+            spread = f"({masks}){{}} - (int)({x})" if s.dtype is dtypes.bool else f"({x} - ({floats}){{}})"
             operands.append(x if s in self.vectors else f"({spread})")
         if u.op is Ops.WHERE:
             self.helpers[f"select_{floats}"] = vector_select(floats, masks)
