@@ -159,6 +159,17 @@ def alternating(run: Callable[[], None], other: Callable[[], None] | None, repea
     return Times.of(times[0]), Times.of(times[1]) if other is not None else None
 
 
+def blas_kernel() -> str:
+    """numpy's BLAS as threadpoolctl reads it from the loaded library: its name, version and the kernel it
+    chose for this CPU (OpenBLAS picks one per CPU family at load time)."""
+    from threadpoolctl import threadpool_info
+
+    blas = next((i for i in threadpool_info() if i["user_api"] == "blas"), None)
+    if blas is None:
+        return "BLAS not found by threadpoolctl"
+    return f"{blas['internal_api']} {blas['version']}, kernel {blas.get('architecture', 'unknown')}"
+
+
 def limit_threads(threads: int) -> contextlib.AbstractContextManager[object]:
     """Every side on `threads` threads: OMP_NUM_THREADS for uopc's OpenMP loops (read when libgomp loads,
     with the first compiled kernel), torch's setting, and threadpoolctl's limit on numpy's BLAS, entered
@@ -315,8 +326,8 @@ def main() -> None:
         f"float32 matmuls: the ladder is A @ B at n = {args.ladder_size}, the other rows uopc's default plan "
         f"for the C backend; {timing}; load average {os.getloadavg()[0]:.1f} at the end; "
         f"{os.cpu_count()} CPUs ({platform.machine()}), CC={compiler()}, "
-        f"CFLAGS={cflags()}, numpy {np.__version__}; searched: the default plan with each kernel's opts found by "
-        f"a beam search of width {args.beam}, and the seconds the search took"
+        f"CFLAGS={cflags()}, numpy {np.__version__} ({blas_kernel()}); searched: the default plan with each "
+        f"kernel's opts found by a beam search of width {args.beam}, and the seconds the search took"
     )
     text = "\n".join([about, "", header, *lines]) + "\n"
     if args.out is not None:
