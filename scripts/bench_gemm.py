@@ -79,22 +79,23 @@ LADDER: dict[str, Opts | str] = {
 }
 
 
-def matmul_graph(n: int, layout: str) -> UOp:
-    """C = A @ B, A @ B.T or A.T @ B for n x n row-major A (slot 0) and B (slot 1): reshape, expand, multiply,
-    sum, as Tensor.matmul builds it and as autodiff builds a weight's gradient."""
-    a = UOp.buffer(0, n * n).reshape((n, n))
-    b = UOp.buffer(1, n * n).reshape((n, n))
+def matmul_graph(m: int, k: int, n: int, layout: str) -> UOp:
+    """C (m x n) = A @ B, A @ B.T or A.T @ B, with A (slot 0) stored (m, k), or (k, m) for "atb", and B
+    (slot 1) stored (k, n), or (n, k) for "abt": reshape, expand, multiply, sum, as Tensor.matmul builds it
+    and as autodiff builds a weight's gradient."""
+    a = UOp.buffer(0, m * k).reshape((k, m) if layout == "atb" else (m, k))
+    b = UOp.buffer(1, k * n).reshape((n, k) if layout == "abt" else (k, n))
     a = a.permute((1, 0)) if layout == "atb" else a
     b_kn = b.permute((1, 0)) if layout == "abt" else b  # B as (k, n)
-    products = a.reshape((n, 1, n)).expand((n, n, n)) * b_kn.permute((1, 0)).reshape((1, n, n)).expand((n, n, n))
-    return products.sum([2]).reshape((n, n))
+    products = a.reshape((m, 1, k)).expand((m, n, k)) * b_kn.permute((1, 0)).reshape((1, n, k)).expand((m, n, k))
+    return products.sum([2]).reshape((m, n))
 
 
 def plan_for(n: int, layout: str, opts: Opts | str) -> Plan:
     """The matmul's plan: "packed+threads", the C backend's default (make_plan with pack); "packed", the same
     without threads; "packed B", that without A's copy where A is stored as (m, k); "unpacked", the plan of a
     backend that does not pack (choose_opts's tile and threads); with Opts, the plain kernel under them."""
-    graph, _ = normalize([matmul_graph(n, layout)])
+    graph, _ = normalize([matmul_graph(n, n, n, layout)])
     if opts == "unpacked":
         return make_plan(graph)
     if isinstance(opts, str):

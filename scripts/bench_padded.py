@@ -26,24 +26,13 @@ import numpy as np
 import numpy.typing as npt
 import stamp
 from arguments import output_file, positive_int
-from bench_gemm import limit_threads
+from bench_gemm import limit_threads, matmul_graph
 
-from uopc.ir import UOp
 from uopc.lower import compile_plan, get_backend, make_plan, normalize
 
 Array = npt.NDArray[Any]
 LAYOUTS = ("ab", "abt", "atb")
 SHAPES = ((128, 128, 784), (256, 256, 784))  # (m, k, n): the MLP's weight gradient, and twice its rows and k
-
-
-def matmul(m: int, k: int, n: int, layout: str) -> UOp:
-    """C = A @ B with A stored (m, k), or (k, m) for "atb"; B stored (k, n), or (n, k) for "abt"."""
-    a = UOp.buffer(0, m * k).reshape((k, m) if layout == "atb" else (m, k))
-    b = UOp.buffer(1, k * n).reshape((n, k) if layout == "abt" else (k, n))
-    a = a.permute((1, 0)) if layout == "atb" else a
-    b = b.permute((1, 0)) if layout == "abt" else b
-    products = a.reshape((m, 1, k)).expand((m, n, k)) * b.permute((1, 0)).reshape((1, n, k)).expand((m, n, k))
-    return products.sum([2]).reshape((m, n))
 
 
 def sides(m: int, k: int, n: int, layout: str) -> tuple[list[Callable[[], None]], int]:
@@ -57,7 +46,7 @@ def sides(m: int, k: int, n: int, layout: str) -> tuple[list[Callable[[], None]]
     runners: list[Callable[[], None]] = []
     kernels = 0
     for pack in (True, False):
-        plan = make_plan(normalize([matmul(m, k, n, layout)])[0], pack=pack)
+        plan = make_plan(normalize([matmul_graph(m, k, n, layout)])[0], pack=pack)
         kernels = kernels or len(plan.kernels)
         executable = compile_plan(plan, get_backend("C")).executable
         buffers = [a.reshape(-1), b.reshape(-1), *(np.zeros(s.size, np.float32) for s in plan.buffers[2:])]
