@@ -19,10 +19,9 @@ import itertools
 from dataclasses import dataclass
 
 from uopc.ir import AxisType, Ops, UOp, dtypes, linear_terms, prod, range_, simplify, sink, substitute
-from uopc.lower.opt import Opts, can_vectorize, choose_opts
+from uopc.lower.opt import VECTOR_LANES, Opts, can_vectorize, choose_opts
 
 PANEL = 32  # columns of B per panel: one register tile's width, 2 vectors of 16 floats
-LANES = 16  # floats in one vector register of AVX-512
 # rows of A per register tile: 8 x 2 vector accumulators. Each step of k loads B's 2 vectors and 8 floats of
 # A for 16 FMAs; a 4 x 64 tile (4 x 4 accumulators) loads 4 vectors for as many, twice B's traffic from L2:
 # 1024 and 512, one thread, CPU time, numpy in the same rounds: 0.83-0.87x numpy against 0.72-0.75x (chapter 13)
@@ -61,6 +60,11 @@ class Packable:
     def size(self) -> int:
         return prod(self.blocks)
 
+    @property
+    def along_k(self) -> bool:
+        """Whether the operand lies along k in memory: its load moves one element per step of k."""
+        return linear_terms(self.load.src[1])[0].get(self.reduce) == 1
+
 
 @dataclass(frozen=True)
 class PackedMatmul:
@@ -80,13 +84,13 @@ def pack_matmul(kernel: UOp) -> PackedMatmul | None:
     if b is None:
         return None
     packed, columns = split_range(kernel, b, outermost=True)
-    if not can_vectorize(packed, columns, LANES):  # its lanes must compute alike (no max of a fused relu, say)
+    if not can_vectorize(packed, columns, VECTOR_LANES):  # its lanes must compute alike (no max of a fused relu, say)
         return None
     panels = b.column.arg.axis
     outputs = {u.arg.axis: u for u in packed.toposort() if u.op is Ops.RANGE and u.arg.kind is AxisType.LOOP}
     before = [a for a in outputs if a < panels]
     rows = outputs[max(before)] if before else None  # the output axis before B's columns: A's rows
-    upcast, copies = {columns: PANEL // LANES}, [b]
+    upcast, copies = {columns: PANEL // VECTOR_LANES}, [b]
     if rows is not None and rows.src[0].arg % TILE_ROWS == 0:
         a = find_rows(packed, rows, b.reduce)
         if a is None or not packs_rows(a, b.blocks[0]):
@@ -100,7 +104,7 @@ def pack_matmul(kernel: UOp) -> PackedMatmul | None:
     # threads over the panels where there are enough for each thread to have its own, else over the rows
     order = [panels] if b.blocks[0] >= 4 or rows is None else [rows.arg.axis, panels]
     thread = next((a for a in order if trips.get(a, 0) > 1), None)
-    return PackedMatmul(tuple(copies), packed, Opts(upcast=upcast, vector=(columns, LANES), thread=thread))
+    return PackedMatmul(tuple(copies), packed, Opts(upcast=upcast, vector=(columns, VECTOR_LANES), thread=thread))
 
 
 def merge_reduce_ranges(kernel: UOp) -> UOp:
@@ -152,10 +156,11 @@ def find_packable(kernel: UOp) -> Packable | None:
     """The B of a large float32 matmul kernel: one store of one sum over one reduce range k, whose innermost
     output range j moves a load that depends on j and k only, from a buffer the kernel reads nowhere else.
 
-    j's size n must be a multiple of LANES, not of PANEL: a last panel that n does not fill is padded
+    j's size n must be a multiple of VECTOR_LANES, not of PANEL: a last panel that n does not fill is padded
     (split_range), and its columns past n are whole vectors that are neither read nor stored. Where n is no
-    multiple of LANES, a vector would hold columns on both sides of n, and its store would need a mask lane
-    by lane, which gcc's vector extension has no plain way to write; such a matmul keeps choose_opts's plan.
+    multiple of VECTOR_LANES, a vector would hold columns on both sides of n, and its store would need a mask
+    lane by lane, which gcc's vector extension has no plain way to write; such a matmul keeps choose_opts's
+    plan.
     The one in the models, the GPT's vocabulary of 65, does m n k = 64 65 256 multiply-adds, below
     PACK_MIN_WORK: packing would not pay there anyway."""
     nodes = kernel.toposort()
@@ -168,7 +173,9 @@ def find_packable(kernel: UOp) -> Packable | None:
     total, k = reduces[0], reduces[0].src[1]
     j = end.src[-1]
     work = prod(r.src[0].arg for r in (*end.src[1:], k))
-    if total.arg is not Ops.ADD or total.dtype is not dtypes.float32 or work < PACK_MIN_WORK or j.src[0].arg % LANES:
+    if total.arg is not Ops.ADD or total.dtype is not dtypes.float32 or work < PACK_MIN_WORK:
+        return None
+    if j.src[0].arg % VECTOR_LANES:
         return None
     load = _sole_load(kernel, total, {j, k})
     return None if load is None else Packable(load, j, k, PANEL)
@@ -185,8 +192,7 @@ def find_rows(kernel: UOp, rows: UOp, k: UOp) -> Packable | None:
 def packs_rows(a: Packable, panels: int) -> bool:
     """Whether A is packed: always where the reduce loop strides through it (A stored as (k, m)); stored as
     (m, k), where it is larger than a core's L2 and read again by enough panels of B to repay the copy."""
-    along_k = linear_terms(a.load.src[1])[0].get(a.reduce) == 1
-    return not along_k or (a.size > L2_FLOATS and panels >= A_PACK_MIN_PANELS)
+    return not a.along_k or (a.size > L2_FLOATS and panels >= A_PACK_MIN_PANELS)
 
 
 def _sole_load(kernel: UOp, total: UOp, moved_by: set[UOp]) -> UOp | None:
@@ -234,7 +240,7 @@ def copy_block(p: Packable) -> tuple[int, bool]:
     rows, width = p.blocks[1:]
     if width < LINE_FLOATS:
         return next(b for b in (COPY_ROWS, 4, 2, 1) if rows % b == 0), False
-    if linear_terms(p.load.src[1])[0].get(p.reduce) == 1:
+    if p.along_k:
         return next(b for b in (LINE_FLOATS, 8, 4, 2, 1) if rows % b == 0), True
     return 1, False
 
@@ -264,7 +270,7 @@ def copy_vectors(copy: UOp, opts: Opts) -> Opts:
     floats. gcc does not vectorize the plain loop itself: in a threaded kernel the loop sits in the function
     OpenMP outlines, where, with -fwrapv, it cannot prove that the int index does not wrap (notes 133)."""
     width = max((u for u in copy.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg.axis)
-    lanes = min(LANES, width.src[0].arg)
+    lanes = min(VECTOR_LANES, width.src[0].arg)
     if not can_vectorize(copy, width.arg.axis, lanes):  # B stored as (n, k): a transpose, read down columns
         return opts
     upcast = {width.arg.axis: width.src[0].arg // lanes} if width.src[0].arg > lanes else {}
@@ -298,9 +304,10 @@ def split_range(kernel: UOp, p: Packable, outermost: bool) -> tuple[UOp, int]:
 
 def _inside(j: UOp, n: int, width: int) -> UOp | None:
     """Whether column j lies before n, where blocks of `width` columns overrun it (None where they fit).
-    Written (j // LANES) * LANES < n, which is j < n for n a multiple of LANES (find_packable): once
-    vectorize splits j into 16 v + lane, simplify makes it a test of v alone, one gate for a whole vector."""
-    return None if n % width == 0 else (j // LANES) * LANES < n
+    Written (j // VECTOR_LANES) * VECTOR_LANES < n, which is j < n for n a multiple of VECTOR_LANES
+    (find_packable): once vectorize splits j into 16 v + lane, simplify makes it a test of v alone, one gate
+    for a whole vector."""
+    return None if n % width == 0 else (j // VECTOR_LANES) * VECTOR_LANES < n
 
 
 def _gated(store: UOp, j: UOp, gate: UOp) -> UOp:

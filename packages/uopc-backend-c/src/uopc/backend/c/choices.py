@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 import platform
 from dataclasses import astuple, dataclass
 from pathlib import Path
 
 from uopc.backend.c.compiler import cached_file, cflags, compiler, compiler_identity, native_target, store_file
+from uopc.backend.c.openmp import threads
 from uopc.backend.c.store import backend_code
 from uopc.lower import Opts
 
@@ -51,12 +51,6 @@ def cpu_model() -> str:
         lines = []
     names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
     return names[0] if names else f"{platform.machine()} {platform.processor()}"
-
-
-def threads() -> int:
-    """The threads a parallel loop runs on: OMP_NUM_THREADS where it is a number, else the usable cores."""
-    text = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
-    return int(text) if text.isdigit() and int(text) > 0 else len(os.sched_getaffinity(0))
 
 
 def choice_key(kernel_key: str, machine: Machine) -> str:

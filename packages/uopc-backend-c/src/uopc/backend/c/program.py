@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 import re
 import tempfile
 from collections.abc import Sequence
@@ -20,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from uopc.backend.c import openmp
 from uopc.backend.c.compiler import build_binary
 from uopc.ir import DType, UopcError, dtypes
 from uopc.lower import Binary
@@ -121,20 +121,19 @@ def check_sharing(fn: str, p: CParam, q: CParam, spans: tuple[tuple[int, int], t
     )
 
 
-def _shorten_openmp_spin() -> None:
-    """OpenMP threads that finish a parallel loop spin, waiting for the next one, for about 300,000
-    iterations by default. When the machine is busy, a spinning thread holds a core that another thread of
-    the same loop needs, and a training step ran ten times slower. A short spin keeps the fast hand-off when
-    the machine is idle. A user's value wins."""
-    os.environ.setdefault("GOMP_SPINCOUNT", "10000")
-
-
-_shorten_openmp_spin()  # on import: before the first library loads libgomp, which reads the value once
+openmp.shorten_spin()  # on import: before the first library loads libgomp, which reads the value once
 
 
 @functools.cache
 def load_library(path: Path) -> ctypes.CDLL:
-    return ctypes.CDLL(str(path))
+    return open_library(path)
+
+
+def open_library(path: Path) -> ctypes.CDLL:
+    """The library at `path`, loaded; if it is the first to need libgomp, libgomp starts with its worker
+    threads bound to cores (openmp.workers_bound)."""
+    with openmp.workers_bound():
+        return ctypes.CDLL(str(path))
 
 
 def load_binary(binary: Binary) -> ctypes.CDLL:
@@ -149,7 +148,7 @@ def load_binary(binary: Binary) -> ctypes.CDLL:
     with tempfile.TemporaryDirectory(prefix="uopc-load-") as folder:  # made 0700: yours alone
         copy = Path(folder, binary.path.name)
         copy.write_bytes(binary.data)
-        return ctypes.CDLL(str(copy))
+        return open_library(copy)
 
 
 class Program:
@@ -163,4 +162,4 @@ class Program:
 
     def __call__(self, *arrays: Any) -> None:
         check_arrays(self.name, self.params, arrays)
-        self.fn(*(a.ctypes.data for a in arrays))
+        openmp.on_master_core(functools.partial(self.fn, *(a.ctypes.data for a in arrays)))

@@ -209,6 +209,10 @@ class KernelWriter:
         reads_acc = any(s.op is Ops.DEFINE_ACC for s in u.src)
         return len(users) == 1 and self.block[users[0]] is self.block[u] and not reads_acc
 
+    def gated(self, store: UOp) -> str:
+        """What a STORE's line starts with: the test of its gate, if it has one."""
+        return f"if ({self.expr[store.src[3]]}) " if len(store.src) == 4 else ""
+
 
 class _CWriter(KernelWriter):
     """Walks a linear program once, naming values and writing lines."""
@@ -449,10 +453,6 @@ class _CWriter(KernelWriter):
         self.line("stream_fence();")
         self.depth -= 1
         self.line("}")
-
-    def gated(self, store: UOp) -> str:
-        """What a STORE's line starts with: the test of its gate, if it has one."""
-        return f"if ({self.expr[store.src[3]]}) " if len(store.src) == 4 else ""
 
     def store_target(self, u: UOp) -> str:
         """Where a scalar STORE writes: its buffer, or for a streamed buffer, the block buffer it goes out from."""

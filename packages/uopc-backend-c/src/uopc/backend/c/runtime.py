@@ -9,6 +9,7 @@ at every call, and checking all of them again was the largest cost of a replay o
 from __future__ import annotations
 
 import ctypes
+import functools
 import warnings
 import weakref
 from collections.abc import Sequence
@@ -17,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from uopc.backend.c.openmp import on_master_core
 from uopc.backend.c.program import ArgumentError, CParam, check_arrays, check_sharing, load_binary, numpy_dtype
 from uopc.backend.c.render import RenderError
 from uopc.ir import DType
@@ -139,7 +141,7 @@ class CExecutable:
     def run(self, buffers: Sequence[Any]) -> None:
         """Run the plan on `buffers`, indexed as the steps index them; entries no step uses are not touched."""
         self.upgrade()
-        self.plan(self.bind_buffers(buffers).pointers)
+        on_master_core(functools.partial(self.plan, self.bind_buffers(buffers).pointers))
 
     def bind_buffers(self, buffers: Sequence[Any]) -> Binding:
         """The binding of these arrays. The same arrays as a binding kept from before are not checked again;
@@ -193,7 +195,7 @@ class CExecutable:
     def run_kernel(self, index: int, buffers: Sequence[Any]) -> None:
         self.upgrade()
         check_arrays(self.kernels[index].name, self.params[index], buffers)
-        self.functions[index](*(b.ctypes.data for b in buffers))
+        on_master_core(functools.partial(self.functions[index], *(b.ctypes.data for b in buffers)))
 
 
 ALIGNMENT = 64  # bytes: a cache line, and one AVX-512 vector

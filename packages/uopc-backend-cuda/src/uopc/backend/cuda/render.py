@@ -160,8 +160,7 @@ class _CUDAWriter(KernelWriter):
             value = self.expr[u.src[2]]
             if u.src[2].dtype in _HALF and not _shared(u.src[0]):
                 value = f"{_NARROW[u.src[2].scalar_dtype]}({value})"
-            gate = f"if ({self.expr[u.src[3]]}) " if len(u.src) == 4 else ""
-            self.line(f"{gate}{self.expr[u.src[0]]}[{self.expr[u.src[1]]}] = {value};")
+            self.line(f"{self.gated(u)}{self.expr[u.src[0]]}[{self.expr[u.src[1]]}] = {value};")
         elif u.op is Ops.BARRIER:
             if self.shared_used:  # a barrier right after a barrier waits for nothing more
                 self.line("__syncthreads();")

@@ -1,0 +1,111 @@
+"""Where the OpenMP threads of uopc's kernels run: libgomp's workers bound one to a core, the thread that
+calls a kernel moved to the master's core for the call and back, and a user's own settings left alone.
+
+libgomp reads its settings once per process, so each case runs in a fresh interpreter that loads a kernel
+with a parallel region, which records the CPU each of its threads ran on, calls it twenty times with pauses
+in between, and prints that and where each of the process's threads may run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from typing import Any
+
+import pytest
+
+from uopc.backend.c import openmp
+
+REPORT = textwrap.dedent(
+    """
+    import json, os, threading, time
+    import numpy as np
+    from uopc.backend.c import Program, openmp
+
+    source = (
+        "#define _GNU_SOURCE\\n#include <omp.h>\\n#include <sched.h>\\n"
+        "void where(int data0[restrict static 64]) {\\n"
+        "  #pragma omp parallel\\n"
+        "  data0[omp_get_thread_num() % 64] = sched_getcpu();\\n"
+        "}\\n"
+    )
+    where = Program(source, "where")
+    seen = []
+    cores = os.sched_getaffinity(0)
+    for _ in range(20):  # pauses long enough for the workers to sleep
+        os.sched_setaffinity(0, {max(cores)})  # this thread moves to the last worker's core, as if woken there
+        os.sched_setaffinity(0, cores)
+        out = np.full(64, -1, np.int32)
+        where(out)
+        seen.append(out[: openmp.threads()].tolist())
+        time.sleep(0.002)
+    main = threading.get_native_id()
+    others = [sorted(os.sched_getaffinity(int(t))) for t in os.listdir("/proc/self/task") if int(t) != main]
+    print(json.dumps({
+        "seen": seen,
+        "main": sorted(os.sched_getaffinity(0)),
+        "others": others,
+        "threads": openmp.threads(),
+        "env": [name for name in openmp.BINDING if name in os.environ],
+    }))
+    """
+)
+
+CORES = sorted(os.sched_getaffinity(0))
+many_cores = pytest.mark.skipif(len(CORES) < 2, reason="binding workers needs two cores or more")
+
+
+def report(**settings: str) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_PROC_BIND", "OMP_PLACES", "OMP_NUM_THREADS")}
+    command = [sys.executable, "-c", REPORT]
+    done = subprocess.run(command, env={**env, **settings}, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+@many_cores
+def test_workers_are_bound_one_to_a_core_and_the_calling_thread_keeps_every_core() -> None:
+    result = report()
+    bound = [cores for cores in result["others"] if len(cores) == 1]
+    # close binding puts worker i on the i-th core after the master's place, the first
+    assert sorted(bound) == [[core] for core in CORES[1:]]
+    assert result["main"] == CORES
+    assert result["threads"] == len(CORES)
+    assert result["env"] == []  # other OpenMP runtimes loaded later see the user's environment
+
+
+@many_cores
+def test_each_thread_of_a_parallel_region_runs_on_its_own_core_every_time() -> None:
+    """The calling thread runs the region on the first core, the master's place, and worker i on core i:
+    no two threads of one region share a core, even where the calling thread was last on a worker's core."""
+    assert report()["seen"] == [CORES] * 20
+
+
+@many_cores
+def test_a_users_binding_wins_and_the_thread_count_stays_the_cores() -> None:
+    result = report(OMP_PROC_BIND="true")
+    assert result["main"] == CORES[:1]  # libgomp bound the loading thread, as the user asked
+    assert result["threads"] == len(CORES)
+    assert result["env"] == ["OMP_PROC_BIND"]
+
+
+@many_cores
+def test_no_binding_where_the_user_turned_it_off() -> None:
+    result = report(OMP_PROC_BIND="false")
+    assert all(cores == CORES for cores in result["others"])
+    assert result["main"] == CORES
+
+
+@many_cores
+def test_no_binding_where_the_threads_do_not_fill_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OMP_PROC_BIND", raising=False)
+    monkeypatch.delenv("OMP_PLACES", raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", str(len(CORES) - 1))
+    assert not openmp.binds_workers()
+    monkeypatch.setenv("OMP_NUM_THREADS", str(len(CORES)))
+    assert openmp.binds_workers()
+    monkeypatch.setenv("OMP_PLACES", "threads")
+    assert not openmp.binds_workers()
