@@ -51,7 +51,7 @@ MEASURES: list[str | Path] = [
 ]
 NONE = 1 << 62  # a threshold no kernel reaches: nothing choose_opts opts is threaded
 CANDIDATES = [1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20, NONE]
-PAUSE_S = 2e-3  # longer than GOMP_SPINCOUNT's spin (program.py): the other threads sleep when the kernel starts
+PAUSE_S = 2e-3  # longer than GOMP_SPINCOUNT's spin (openmp.py): the other threads sleep when the kernel starts
 
 
 @dataclass(frozen=True)
@@ -280,7 +280,11 @@ def kernel_part(repeats: int) -> str:
 
     # every kernel with an output axis to share is threaded, to be measured both ways
     shipped, opt.THREAD_MIN_WORK = opt.THREAD_MIN_WORK, 1
-    gomp = ctypes.CDLL("libgomp.so.1")
+    from uopc.backend.c import openmp
+
+    with openmp.workers_bound():  # as the first kernel library starts it: the workers bound to cores
+        gomp = ctypes.CDLL("libgomp.so.1")
+    os.sched_setaffinity(0, openmp.MASTER_CORES or os.sched_getaffinity(0))  # where a run makes its calls
     text = report([t for model in MODELS for t in measure(model, repeats, gomp)], shipped)
     print(text, flush=True)
     return text
