@@ -2,8 +2,7 @@
 
 Two parts, one table. The ladder: A @ B at one size (default 1024) under each step from plain loops to the
 kernel uopc plans by default (naive loops, 16 columns at once in vector lanes, a scalar register tile, a
-tile of vectors, B packed into panels, A into groups of rows
-where it is larger than L2, threads), each lowered, compiled, checked against numpy and timed. Then
+tile of vectors, B packed into panels, threads), each lowered, compiled, checked against numpy and timed. Then
 the three layouts of training, A @ B (x @ W), A @ B.T (x @ W.T, a Linear layer's forward) and A.T @ B
 (x.T @ dy, its weight gradient), at 256, 512, 1024 and 2048, each with the plan make_plan picks by default,
 and the same plan with its kernels' opts searched (BEAM, search.py in uopc-lower): the searched plan's speed,
@@ -34,12 +33,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import math
 import os
 import platform
 import statistics
 import time
-import unittest.mock
 from collections.abc import Callable
 from typing import Any
 
@@ -50,7 +47,7 @@ from arguments import non_negative_int, output_file, positive_int
 
 from uopc.backend.c.compiler import cflags, compiler
 from uopc.ir import UOp
-from uopc.lower import Kernel, Opts, Plan, compile_plan, get_backend, make_plan, normalize, pack
+from uopc.lower import Kernel, Opts, Plan, compile_plan, get_backend, make_plan, normalize
 
 Array = npt.NDArray[Any]
 MEASURES = ["uopc-ir", "uopc-lower", "uopc-backend-c"]  # the packages whose code these numbers time
@@ -63,17 +60,14 @@ HEADER = (
 )
 LAYOUTS = {"A @ B": "ab", "A @ B.T": "abt", "A.T @ B": "atb"}
 
-# The ladder's steps on the plain matmul graph, then on the packed plan: "packed B", B's panels alone
-# (A stored as (m, k) left as it is at any size); "packed": make_plan's choice, which packs A too where it is
-# larger than a core's L2 (at n = 1024); its threads taken away or kept. "upcast 8x8 + thread" is the default
-# before packing.
+# The ladder's steps on the plain matmul graph, then on the packed plan, make_plan's choice, its threads taken
+# away or kept. "upcast 8x8 + thread" is the default before packing.
 LADDER: dict[str, Opts | str] = {
     "naive": Opts(),
     "vector lanes alone: 16 columns": Opts(vector=(1, 16)),
     "register tile 8x8 (scalar)": Opts(upcast={0: 8, 1: 8}),
     "register tile 4x64 (vectors)": Opts(vector=(1, 16), upcast={0: 4, 1: 4}),
-    "+ packing B into panels": "packed B",
-    "+ packing A where larger than L2": "packed",
+    "+ packing B into panels": "packed",
     "+ threads (the default plan)": "packed+threads",
     "upcast 8x8 + thread": Opts(upcast={0: 8, 1: 8}, thread=0),
 }
@@ -93,18 +87,16 @@ def matmul_graph(m: int, k: int, n: int, layout: str) -> UOp:
 
 def plan_for(n: int, layout: str, opts: Opts | str) -> Plan:
     """The matmul's plan: "packed+threads", the C backend's default (make_plan with pack); "packed", the same
-    without threads; "packed B", that without A's copy where A is stored as (m, k); "unpacked", the plan of a
-    backend that does not pack (choose_opts's tile and threads); with Opts, the plain kernel under them."""
+    without threads; "unpacked", the plan of a backend that does not pack (choose_opts's tile and threads);
+    with Opts, the plain kernel under them."""
     graph, _ = normalize([matmul_graph(n, n, n, layout)])
     if opts == "unpacked":
         return make_plan(graph)
     if isinstance(opts, str):
-        # pack_matmul packs A stored as (m, k) from a size on (pack.L2_FLOATS): "packed B" moves it out of reach
-        with unittest.mock.patch("uopc.lower.pack.L2_FLOATS", math.inf if opts == "packed B" else pack.L2_FLOATS):
-            plan = make_plan(graph, pack=True)
-            kernels = plan.kernels  # made now, under the patch
-        if opts != "packed+threads":
-            kernels = tuple(dataclasses.replace(k, opts=dataclasses.replace(k.opts, thread=None)) for k in kernels)
+        plan = make_plan(graph, pack=True)
+        if opts == "packed+threads":
+            return plan
+        kernels = tuple(dataclasses.replace(k, opts=dataclasses.replace(k.opts, thread=None)) for k in plan.kernels)
         return dataclasses.replace(plan, make_kernels=lambda: kernels)
     plain = make_plan(graph, opt=False)
     (kernel,) = plain.kernels

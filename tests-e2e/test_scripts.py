@@ -80,6 +80,8 @@ BAD_ARGUMENTS = [
     ("bench_step.py", ["--steps", "0"], "--steps", "0 is less than 1"),
     ("bench_binding.py", ["--rounds", "0"], "--rounds", "0 is less than 1"),
     ("bench_binding.py", ["--out", MISSING], "--out", "does not exist"),
+    ("profile_gemm.py", ["--size", "0"], "--size", "0 is less than 1"),
+    ("profile_gemm.py", ["--out", MISSING], "--out", "does not exist"),
     ("thread_policy.py", ["--repeats", "0"], "--repeats", "0 is less than 1"),
     ("thread_policy.py", ["--thresholds", "16,x"], "--thresholds", "'x' is not an exponent of two"),
     ("thread_policy.py", ["--out", MISSING], "--out", "does not exist"),

@@ -71,8 +71,7 @@ def test_packed_matmul_matches_numpy(m: int, k: int, n: int, layout: str) -> Non
     # a copy moves vectors where its operand lies along the panel's width; B stored (n, k) is a transpose
     assert [c.opts.vector is not None for c in copies] == [layout != "abt"] + [True] * (len(copies) - 1)
     assert plan.steps[0].buffers[0] == 1  # the first copy reads B
-    # A is packed too where the reduce strides through it, and the tile takes whole groups of its rows; stored
-    # as (m, k), A is packed only where it is larger than L2 (pack_every_a)
+    # A is packed too where the reduce strides through it, and the tile takes whole groups of its rows
     assert len(copies) == (2 if layout == "atb" and m % 8 == 0 else 1)
     assert [s.kernel for s in plan.steps] == list(range(len(plan.kernels)))  # the copies run first
 
@@ -224,68 +223,13 @@ def test_nan_and_inf_in_a_padded_matmul_propagate_as_numpy(layout: str) -> None:
     np.testing.assert_allclose(got[np.isfinite(want)], want[np.isfinite(want)], rtol=1e-4, atol=1e-4)
 
 
-@pytest.fixture
-def pack_every_a(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Pack A stored as (m, k) at any size (the default packs it where it is larger than a core's L2)."""
-    monkeypatch.setattr("uopc.lower.pack.L2_FLOATS", 0)
-    monkeypatch.setattr("uopc.lower.pack.A_PACK_MIN_PANELS", 1)
-
-
-@pytest.mark.o0
-@pytest.mark.usefixtures("pack_every_a")
-@pytest.mark.parametrize("layout", ["ab", "abt"])
-@pytest.mark.parametrize(("m", "k", "n"), [(8, 9, 32), (24, 33, 64), (16, 300, 96), (40, 17, 32), (8, 48, 64)])
-def test_a_stored_by_rows_is_packed_and_matches_numpy(m: int, k: int, n: int, layout: str) -> None:
-    plan = check(m, k, n, layout)
-    assert len(plan.kernels) == 3 and [s.buffers[0] for s in plan.steps[:2]] == [1, 0]  # B's copy, then A's
-
-
-@pytest.mark.usefixtures("pack_every_a")
-@pytest.mark.parametrize("layout", ["ab", "abt"])
-def test_packed_a_propagates_nan_and_inf(layout: str) -> None:
-    """A NaN or an infinity in A reaches, through A's copy, every output of its row, as in numpy's float64
-    sum of the same products (written out, not through BLAS)."""
-    m, k, n = 16, 33, 64
-    rng = np.random.default_rng(7)
-    a = rng.standard_normal((m, k)).astype(np.float32)
-    b = rng.standard_normal((n, k) if layout == "abt" else (k, n)).astype(np.float32)
-    a[3, 5], a[9, 0], a[12, 32], a[12, 1] = np.nan, np.inf, np.inf, -np.inf  # row 12: inf - inf where b's signs agree
-    plan = make_plan(normalize([matmul(m, k, n, layout)])[0], pack=True)
-    assert len(plan.kernels) == 3
-    got = run(plan, a, b).reshape(m, n)
-    y = (b.T if layout == "abt" else b).astype(np.float64)
-    with np.errstate(invalid="ignore"):
-        want = (a.astype(np.float64)[:, :, None] * y[None, :, :]).sum(1)
-    assert np.array_equal(np.isnan(got), np.isnan(want))
-    assert np.array_equal(np.isposinf(got), np.isposinf(want)) and np.array_equal(np.isneginf(got), np.isneginf(want))
-    assert np.isnan(want[3]).all() and np.isinf(want[9]).all() and np.isnan(want[12]).any()  # the cases occur
-    finite = np.isfinite(want)
-    np.testing.assert_allclose(got[finite], want[finite], rtol=1e-4, atol=1e-4)
-
-
-@pytest.mark.usefixtures("pack_every_a")
-@pytest.mark.parametrize("layout", ["ab", "abt"])
-@pytest.mark.parametrize(("m", "k", "n"), [(8, 7, 32), (16, 48, 64), (24, 33, 32)])
-def test_packed_a_copy_moves_bits(m: int, k: int, n: int, layout: str) -> None:
-    """A stored as (m, k), copied into groups of 8 rows, k of each: random bit patterns, unchanged."""
-    rng = np.random.default_rng(m * n + k)
-    a = rng.integers(0, 1 << 32, (m, k), dtype=np.uint32).view(np.float32)
-    b = rng.integers(0, 1 << 32, (n, k) if layout == "abt" else (k, n), dtype=np.uint32).view(np.float32)
-    _, packed_a = packed_buffers(m, k, n, layout, a, b)
-    want = a.reshape(m // 8, 8, k).transpose(0, 2, 1)  # group o: A's rows 8o .. 8o+7, k of each
-    assert packed_a.view(np.uint32).tolist() == want.reshape(-1).view(np.uint32).tolist()
-
-
-@pytest.mark.parametrize(("n", "packs_a"), [(1024, True), (512, False)])
+@pytest.mark.parametrize("n", [512, 1024, 2048])
 @pytest.mark.parametrize("layout", ["ab", "abt", "atb"])
-def test_a_is_packed_where_it_is_larger_than_l2(
-    n: int, packs_a: bool, layout: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The default's choice for square matmuls: at 1024 A (4 MiB) is packed in every layout, at 512 (1 MiB,
-    in L2) only where the reduce loop strides through it."""
-    monkeypatch.undo()  # the default sizes from which a matmul is packed
+def test_a_is_packed_only_where_the_reduce_strides_through_it(n: int, layout: str) -> None:
+    """The default's choice for square matmuls: A is packed where it is stored (k, m), and read as it is
+    where it is stored (m, k), at any size (pack.packs_rows)."""
     plan = make_plan(normalize([matmul(n, n, n, layout)])[0], pack=True)
-    assert len(plan.kernels) == (3 if packs_a or layout == "atb" else 2)
+    assert len(plan.kernels) == (3 if layout == "atb" else 2)
 
 
 def test_b_stored_by_columns_is_copied_a_line_at_a_time() -> None:

@@ -8,8 +8,8 @@ tile's reduce loop then walks one contiguous block of memory, the same for every
 (n k floats, against m n k multiply-adds) absorbs the layout. The packed matmul's loops put the panel
 outermost: a panel (32 k floats, 128 KiB at k = 1024) stays in the core's L2 cache while every row of A
 passes over it, which is the cache blocking. Where the reduce loop strides through A (A stored as (k, m), as
-in a weight's gradient x.T @ dy), A is packed the same way, into groups of the tile's eight rows; and so is
-an A stored as (m, k) too large for L2, which every panel reads again from L3 (packs_rows).
+in a weight's gradient x.T @ dy), A is packed the same way, into groups of the tile's eight rows; stored as
+(m, k), A is read as it is (packs_rows).
 """
 
 from __future__ import annotations
@@ -30,12 +30,6 @@ TILE_ROWS = 8
 # layouts, on a loaded 2-core machine: packed ran 0.9-1.05x the unpacked plan's speed at 64^3, 1.2x and more
 # at 128^3, 2.6-4.2x at 256^3
 PACK_MIN_WORK = 1 << 21
-# A stored as (m, k) is packed too where it does not fit in a core's L2 (2 MiB, lscpu), so that each panel
-# reads it again from L3, and B has A_PACK_MIN_PANELS panels or more: the tile then reads one stream of 8 floats
-# per k, not 8 rows k floats apart. m = k = 1024, one thread, CPU time, A packed against not: n = 256 lost 5%,
-# 512 even, 768 and 1024 gained 4%, 2048 5-7%; A 2048 x 512, n = 512: +7%. A in L2: 256^3 lost 3%, 512^3 2%
-L2_FLOATS = (2 << 20) // 4
-A_PACK_MIN_PANELS = 16
 COPY_ROWS = 8  # rows of k a packing copy writes to one block before the next, where a row is short (pack_kernel)
 LINE_FLOATS = 16  # float32s in a 64-byte cache line
 
@@ -93,7 +87,7 @@ def pack_matmul(kernel: UOp) -> PackedMatmul | None:
     upcast, copies = {columns: PANEL // VECTOR_LANES}, [b]
     if rows is not None and rows.src[0].arg % TILE_ROWS == 0:
         a = find_rows(packed, rows, b.reduce)
-        if a is None or not packs_rows(a, b.blocks[0]):
+        if a is None or not packs_rows(a):
             upcast[rows.arg.axis] = TILE_ROWS
         else:
             packed, inner_rows = split_range(packed, a, outermost=False)
@@ -189,10 +183,12 @@ def find_rows(kernel: UOp, rows: UOp, k: UOp) -> Packable | None:
     return None if load is None else Packable(load, rows, k, TILE_ROWS)
 
 
-def packs_rows(a: Packable, panels: int) -> bool:
-    """Whether A is packed: always where the reduce loop strides through it (A stored as (k, m)); stored as
-    (m, k), where it is larger than a core's L2 and read again by enough panels of B to repay the copy."""
-    return not a.along_k or (a.size > L2_FLOATS and panels >= A_PACK_MIN_PANELS)
+def packs_rows(a: Packable) -> bool:
+    """Whether A is packed: where the reduce loop strides through it (A stored as (k, m)). Stored as (m, k),
+    A is read as it is, eight rows k floats apart. At 1024, packing it too made A @ B and A @ B.T 2-9% faster
+    on one thread but 6-8% slower on two: there the matmul run right after A's copy took 0.6-1.0 ms longer
+    than the matmul alone, while the copy alone took 0.18 ms (notes 153)."""
+    return not a.along_k
 
 
 def _sole_load(kernel: UOp, total: UOp, moved_by: set[UOp]) -> UOp | None:
