@@ -3,7 +3,8 @@
 Prints markdown. The ops and their docs come from the `Ops` enum's source (its group comments and each
 member's comment); every exception class defined in uopc is listed with a message made by triggering it here
 (a class without a trigger below stops the build); every environment variable the packages read is found by
-scanning their source for `os.environ.get`, `os.getenv`, `os.environ[...]` and `os.environ.setdefault`.
+scanning their source for `os.environ.get`, `os.getenv`, `os.environ[...]`, `os.environ.setdefault` and
+`os.environ.update` of a module-level dict.
 """
 
 from __future__ import annotations
@@ -318,6 +319,9 @@ def _env_reads(tree: ast.Module) -> list[tuple[str, str, ast.expr | None, int]]:
                 found.append((str(node.args[0].value), "read", default, node.lineno))
             elif func == "os.environ.setdefault":
                 found.append((str(node.args[0].value), "set when unset", default, node.lineno))
+        elif isinstance(node, ast.Call) and ast.unparse(node.func) == "os.environ.update" and node.args:
+            for name, value in _module_dict(tree, node.args[0]):
+                found.append((name, "set for a while", value, node.lineno))
         elif (
             isinstance(node, ast.Subscript)
             and ast.unparse(node.value) == "os.environ"
@@ -326,6 +330,16 @@ def _env_reads(tree: ast.Module) -> list[tuple[str, str, ast.expr | None, int]]:
         ):
             found.append((str(node.slice.value), "read", None, node.lineno))
     return found
+
+
+def _module_dict(tree: ast.Module, arg: ast.expr) -> list[tuple[str, ast.expr]]:
+    """The names and values of the module-level dict literal `arg` names (`os.environ.update(BINDING)`)."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(arg, ast.Name) and isinstance(node.value, ast.Dict):
+            if any(isinstance(t, ast.Name) and t.id == arg.id for t in node.targets):
+                pairs = zip(node.value.keys, node.value.values, strict=True)
+                return [(str(k.value), v) for k, v in pairs if isinstance(k, ast.Constant)]
+    return []
 
 
 def _or_default(tree: ast.Module, read: ast.Call) -> ast.expr | None:
