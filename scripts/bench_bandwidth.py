@@ -101,9 +101,8 @@ def best_seconds(runs: dict[str, Callable[[], Any]], rounds: int) -> dict[str, f
     rounds), so that a burst of other work on the machine slows every side alike instead of one. Each timed
     run follows an untimed one of the same case: its arrays are where its own run left them, not wherever
     the cases before it evicted them to, which at 1 and 4 MiB (arrays the caches can hold) decided more
-    than the kernel did (notes 152)."""
-    for run in runs.values():
-        run()  # first touch of the output's pages, and libgomp's threads started
+    than the kernel did (notes 152). The first round's untimed runs touch the outputs' pages first and start
+    libgomp's threads."""
     best = dict.fromkeys(runs, float("inf"))
     for _ in range(rounds):
         for name, run in runs.items():

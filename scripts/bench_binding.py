@@ -75,7 +75,9 @@ def busy_core(busy: bool) -> Iterator[None]:
 def cell(policy: dict[str, str], busy: bool, args: argparse.Namespace, threads: int) -> dict[str, float]:
     """One cell's medians: the matmuls in a child process under `policy`, then the steps under it."""
     saved = dict(os.environ)
-    os.environ.update(policy)
+    for name in ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY"):  # the user's own placement, if any
+        os.environ.pop(name, None)
+    os.environ.update({**policy, "OMP_NUM_THREADS": str(threads)})
     try:
         with busy_core(busy):
             command = [sys.executable, __file__, "--child", "--repeats", str(args.repeats)]

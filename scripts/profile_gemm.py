@@ -1,8 +1,9 @@
 """Profile uopc's default matmul plans against the machine's FMA peak: what is left between them and numpy.
 
 For each layout of bench_gemm.py at one size (default 1024), on all threads: the whole plan, each of its
-kernels alone (the packing copies and the matmul), and numpy's matmul, each the median of --repeats runs,
-the sides taking turns in blocks after pauses as bench_gemm.py times them. Beside them, the FMA peak
+kernels alone (the packing copies and the matmul), and numpy's matmul, each the median of --repeats runs
+in each of bench_gemm.py's rounds, each side timed in blocks of its own after pauses (not in turns with
+numpy, as bench_gemm.py's table is: read this one for shares, that one for ratios). Beside them, the FMA peak
 measured in the same run: a C loop of independent vector multiply-adds on every thread, with no memory
 access at all, which no matmul can beat. The matmul kernel's GFLOP/s as a share of that peak says how far
 the tile is from the machine; the copies' share of the plan says what packing costs.

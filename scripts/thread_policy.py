@@ -132,6 +132,7 @@ def measure(model: str, repeats: int, gomp: Any) -> list[Timed]:
     """Each kernel of `model`'s step that choose_opts threads, the fastest of `repeats` calls of each kind. The
     kernels take turns, one call of each kind per round, so that a few busy milliseconds on a shared machine
     delay one call of each kernel, not every call of one."""
+    from uopc.backend.c import openmp
     from uopc.ir import Ops
     from uopc.lower import choose_opts
 
@@ -149,10 +150,14 @@ def measure(model: str, repeats: int, gomp: Any) -> list[Timed]:
             kernels.append((facts, fn, pointers))
     team = stamp.thread_count()
     times: list[list[list[float]]] = [[[], [], []] for _ in kernels]
-    for _ in range(repeats):
-        for (_, fn, pointers), kinds in zip(kernels, times, strict=True):
-            for out, n, pause in zip(kinds, (1, team, team), (False, False, True), strict=True):
-                out.append(time_call(fn, pointers, n, pause, gomp))
+
+    def time_all() -> None:
+        for _ in range(repeats):
+            for (_, fn, pointers), kinds in zip(kernels, times, strict=True):
+                for out, n, pause in zip(kinds, (1, team, team), (False, False, True), strict=True):
+                    out.append(time_call(fn, pointers, n, pause, gomp))
+
+    openmp.on_master_core(time_all)  # from the core a plan's run makes its calls from, as runs are
     gomp.omp_set_num_threads(team)
     return [
         Timed(name, work, mflop, nbytes / 1024, *(min(t) for t in kinds))
@@ -284,7 +289,6 @@ def kernel_part(repeats: int) -> str:
 
     with openmp.workers_bound():  # as the first kernel library starts it: the workers bound to cores
         gomp = ctypes.CDLL("libgomp.so.1")
-    os.sched_setaffinity(0, openmp.MASTER_CORES or os.sched_getaffinity(0))  # where a run makes its calls
     text = report([t for model in MODELS for t in measure(model, repeats, gomp)], shipped)
     print(text, flush=True)
     return text

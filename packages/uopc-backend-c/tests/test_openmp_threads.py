@@ -2,8 +2,9 @@
 calls a kernel moved to the master's core for the call and back, and a user's own settings left alone.
 
 libgomp reads its settings once per process, so each case runs in a fresh interpreter that loads a kernel
-with a parallel region, which records the CPU each of its threads ran on, calls it twenty times with pauses
-in between, and prints that and where each of the process's threads may run."""
+with a parallel region, which records for each of its threads the one CPU it may run on (-1 where it may
+run on several), calls it twenty times with pauses in between, and prints that and where each of the
+process's threads may run."""
 
 from __future__ import annotations
 
@@ -12,11 +13,15 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 
 from uopc.backend.c import openmp
+from uopc.ir import UOp
+from uopc.lower import compile_plan, get_backend, make_plan, normalize
 
 REPORT = textwrap.dedent(
     """
@@ -28,7 +33,13 @@ REPORT = textwrap.dedent(
         "#define _GNU_SOURCE\\n#include <omp.h>\\n#include <sched.h>\\n"
         "void where(int data0[restrict static 64]) {\\n"
         "  #pragma omp parallel\\n"
-        "  data0[omp_get_thread_num() % 64] = sched_getcpu();\\n"
+        "  {\\n"
+        "    cpu_set_t allowed;\\n"
+        "    int cpu = -1;\\n"
+        "    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) == 1)\\n"
+        "      for (int c = 0; c < CPU_SETSIZE; c++) if (CPU_ISSET(c, &allowed)) cpu = c;\\n"
+        "    data0[omp_get_thread_num() % 64] = cpu;\\n"
+        "  }\\n"
         "}\\n"
     )
     where = Program(source, "where")
@@ -79,8 +90,9 @@ def test_workers_are_bound_one_to_a_core_and_the_calling_thread_keeps_every_core
 
 @many_cores
 def test_each_thread_of_a_parallel_region_runs_on_its_own_core_every_time() -> None:
-    """The calling thread runs the region on the first core, the master's place, and worker i on core i:
-    no two threads of one region share a core, even where the calling thread was last on a worker's core."""
+    """During the region, the calling thread may run only on the first CPU, the master's place, and worker i
+    only on CPU i: no two threads of one region can share a core, even where the calling thread was last on
+    a worker's CPU."""
     assert report()["seen"] == [CORES] * 20
 
 
@@ -95,7 +107,7 @@ def test_a_users_binding_wins_and_the_thread_count_stays_the_cores() -> None:
 @many_cores
 def test_no_binding_where_the_user_turned_it_off() -> None:
     result = report(OMP_PROC_BIND="false")
-    assert all(cores == CORES for cores in result["others"])
+    assert result["others"] and all(cores == CORES for cores in result["others"])
     assert result["main"] == CORES
 
 
@@ -107,5 +119,29 @@ def test_no_binding_where_the_threads_do_not_fill_the_cores(monkeypatch: pytest.
     assert not openmp.binds_workers()
     monkeypatch.setenv("OMP_NUM_THREADS", str(len(CORES)))
     assert openmp.binds_workers()
-    monkeypatch.setenv("OMP_PLACES", "threads")
-    assert not openmp.binds_workers()
+    for name in ("OMP_PLACES", "GOMP_CPU_AFFINITY"):
+        monkeypatch.setenv(name, "0")
+        assert not openmp.binds_workers()
+        monkeypatch.delenv(name)
+
+
+def test_a_plan_and_each_kernel_are_called_through_the_move_to_the_master_core(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The runtime's two ways into C, a whole plan and one kernel, both go through on_master_core (whose
+    effect the tests above check through Program)."""
+    calls: list[object] = []
+
+    def recorded(call: Callable[[], None]) -> None:
+        calls.append(call)
+        call()
+
+    monkeypatch.setattr("uopc.backend.c.runtime.on_master_core", recorded)
+    graph, _ = normalize([UOp.buffer(0, 16) * 2.0])
+    plan = make_plan(graph)
+    executable = compile_plan(plan, get_backend("C")).executable
+    x, out = np.arange(16, dtype=np.float32), np.zeros(16, np.float32)
+    executable.run([x, out])
+    np.testing.assert_array_equal(out, x * 2)
+    executable.run_kernel(0, [out, x])
+    assert len(calls) == 2

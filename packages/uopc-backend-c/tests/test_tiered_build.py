@@ -4,7 +4,6 @@ thread; the executable swaps it in when it is done, and the plan store keeps it,
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -151,7 +150,7 @@ def test_the_last_part_is_shared_out_over_the_cores_with_the_parts_waiting(monke
     both on one core, finish builds one unit of each, on two cores (the GPT step's last part, uopc_plan,
     is 57,000 characters, and was built after all the others with the parts before it, alone)."""
     monkeypatch.setattr(compiler, "UNIT_CHARS", 150)
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(compiler, "USABLE_CPUS", 2)
     units: list[list[str]] = []
     make_unit = compiler.UnitBuild._unit
 
@@ -175,7 +174,7 @@ def test_the_last_units_start_while_the_earlier_ones_still_hold_every_worker(mon
     share waited for a worker while a core idled. Here the two workers' units do not end before the last
     unit has started (and wait at most 5 s for it, so that a queued share does not hang the test)."""
     monkeypatch.setattr(compiler, "UNIT_CHARS", 1)
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(compiler, "USABLE_CPUS", 2)
     last_started, waited = threading.Event(), []
     run_all = compiler._run_all
 

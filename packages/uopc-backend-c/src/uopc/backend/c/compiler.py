@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from uopc.backend.c.openmp import USABLE_CORES
+from uopc.backend.c.openmp import USABLE_CPUS
 from uopc.ir import UopcError
 from uopc.lower import Binary, Source
 
@@ -257,7 +257,7 @@ def compile_units(folder: Path, source: str, cc: str, flags: str) -> Path:
     of the parts, by as many compilers at once; then linked. gcc spends its time per function, so the
     shares balance the parts' lengths. The whole build has cc_timeout() seconds."""
     parts = source.split(f"\n{UNIT_BREAK}\n")
-    jobs = min(len(parts) - 1, USABLE_CORES)
+    jobs = min(len(parts) - 1, USABLE_CPUS)
     base = [*setting_words("CC", cc), *setting_words("CFLAGS", flags), *native_exclusions(cc, flags)]
     deadline = time.monotonic() + cc_timeout()
     if jobs <= 1:
@@ -444,7 +444,7 @@ class UnitBuild:
         self.base = [*setting_words("CC", self.cc), *setting_words("CFLAGS", flags), *native_exclusions(self.cc, flags)]
         self.deadline = time.monotonic() + cc_timeout()
         self.tmp = tempfile.TemporaryDirectory(prefix="uopc-build-")  # made 0700: yours alone
-        self.pool = ThreadPoolExecutor(USABLE_CORES, thread_name_prefix="uopc-cc")
+        self.pool = ThreadPoolExecutor(USABLE_CPUS, thread_name_prefix="uopc-cc")
         self.units: list[Future[None]] = []
         self.objects: list[str] = []
         self.waiting: list[str] = []
@@ -473,7 +473,7 @@ class UnitBuild:
         """The library of all the parts, kept in the cache under `source` (their join) and the flags. The
         parts still waiting are split over the cores and built at once, beside the units still running: a
         share queued behind a running unit would leave a core idle at the end."""
-        last = [self._unit(share) for share in shares(self.waiting, USABLE_CORES)]
+        last = [self._unit(share) for share in shares(self.waiting, USABLE_CPUS)]
         self.waiting = []
         _run_all(last, Path(self.tmp.name), self.deadline)
         for unit in self.units:
