@@ -334,11 +334,14 @@ def _env_reads(tree: ast.Module) -> list[tuple[str, str, ast.expr | None, int]]:
 
 def _module_dict(tree: ast.Module, arg: ast.expr) -> list[tuple[str, ast.expr]]:
     """The names and values of the module-level dict literal `arg` names (`os.environ.update(BINDING)`)."""
+    if not isinstance(arg, ast.Name):
+        return []
     for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(arg, ast.Name) and isinstance(node.value, ast.Dict):
-            if any(isinstance(t, ast.Name) and t.id == arg.id for t in node.targets):
-                pairs = zip(node.value.keys, node.value.values, strict=True)
-                return [(str(k.value), v) for k, v in pairs if isinstance(k, ast.Constant)]
+        if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Dict):
+            continue
+        if arg.id in [t.id for t in node.targets if isinstance(t, ast.Name)]:
+            pairs = zip(node.value.keys, node.value.values, strict=True)
+            return [(str(k.value), v) for k, v in pairs if isinstance(k, ast.Constant)]
     return []
 
 
