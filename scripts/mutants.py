@@ -337,6 +337,22 @@ MUTANTS: list[Mutant] = [
         "C's truncating / and % are used when only the divisor is known positive: -7 // 2 gives -3",
     ),
     Mutant(
+        "wide_index_may_wrap",
+        C + "render.py",
+        "and any(s in wide for s in u.src) and never_wraps(u):",
+        "and any(s in wide for s in u.src):",
+        RENDER_TESTS,
+        "int32 index arithmetic that can wrap is computed in 64 bits: i * 2^30 < 0 is false where numpy's is true",
+    ),
+    Mutant(
+        "wide_operand_not_cast_back",
+        C + "render.py",
+        'operands = [f"(({c_type(s.scalar_dtype)}){x})" if s in self.wide else x',
+        "operands = [x",
+        RENDER_TESTS,
+        "an int32 sum of data and a 64-bit index is computed in 64 bits inside a comparison: it never wraps",
+    ),
+    Mutant(
         "int16_not_wrapped",
         C + "render.py",
         "if u.op in _WIDENED and dt.is_int and dt.itemsize < 4:",

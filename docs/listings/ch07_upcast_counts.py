@@ -25,7 +25,7 @@ def loop_body(source: str, header: str) -> list[str]:
 big = rangeify([(UOp.buffer(2, 16 * 16), gemm_graph(16, 16, 16))])
 for opts in [Opts(), Opts(upcast={0: 4, 1: 4})]:
     src = render_c(linearize(Kernel("gemm", big, opts)))
-    body = loop_body(src, "for (int ridx2")
+    body = loop_body(src, "for (long long ridx2")
     loads, updates = sum("= data" in line for line in body), sum(line.startswith("acc") for line in body)
     print(
         f"upcast={opts.upcast!s:<14} {src.count('for (')} loops, {src.count('float acc'):>2} accumulators;",

@@ -109,7 +109,7 @@ def test_threaded_accumulators_are_declared_inside_the_parallel_loop() -> None:
     source = render_c(linearize(gemm_kernel(8, 8, 8, Opts(upcast={1: 2}, thread=0))))
     lines = source.splitlines()
     (pragma,) = [n for n, line in enumerate(lines) if "#pragma omp parallel for" in line]
-    assert lines[pragma + 1].strip().startswith("for (int tidx0")  # the pragma applies to the threaded loop
+    assert lines[pragma + 1].strip().startswith("for (long long tidx0")  # the pragma applies to the threaded loop
     loop_indent = len(lines[pragma + 1]) - len(lines[pragma + 1].lstrip())
     declarations = [n for n, line in enumerate(lines) if line.strip().startswith("float acc")]
     assert len(declarations) == 2

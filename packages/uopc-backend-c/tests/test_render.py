@@ -13,7 +13,7 @@ import numpy.typing as npt
 import pytest
 
 from uopc.backend.c import CExecutable, Program, c_literal, render_c
-from uopc.ir import DType, Ops, UOp, dtypes
+from uopc.ir import DType, Ops, UOp, dtypes, range_, sink
 from uopc.lower import Kernel, Step, linearize, rangeify
 
 Build = Callable[[Sequence[Kernel], Sequence[Step]], CExecutable]
@@ -60,7 +60,7 @@ def test_loop_invariant_load_is_hoisted_out_of_the_inner_loop() -> None:
     x = UOp.buffer(0, 3).reshape((3, 1)).expand((3, 4))
     source = render_c(linearize(kernel_of(x * UOp.buffer(1, 12).reshape((3, 4)))))
     lines = lines_of(source)
-    outer, inner = line_index(lines, "for (int idx0"), line_index(lines, "for (int idx1")
+    outer, inner = line_index(lines, "for (long long idx0"), line_index(lines, "for (long long idx1")
     x_read = line_index(lines, "= data0[")
     assert outer < x_read < inner, source
     assert indent(lines[x_read]) == indent(lines[inner])  # in the outer loop's body, beside the inner loop
@@ -184,6 +184,42 @@ def test_narrow_integers_wrap_inside_expressions(dtype: DType) -> None:
     np.testing.assert_array_equal(run((a * b) // 3, x, y), (x * y) // np_dtype.type(3))
     if dtype.kind == "int":
         np.testing.assert_array_equal(run((-a) < b, x, z), (-x) < z)
+
+
+def index_kernel(value_of: Callable[[UOp, UOp], UOp], n: int) -> tuple[str, Callable[..., None]]:
+    """A kernel out[i] = value_of(i, x) over an int32 loop index i and int32 input x, and its compiled C."""
+    i = range_(UOp.const(n, dtypes.int32), 0)
+    x = UOp.define_global(0, n, dtypes.int32)
+    out = UOp.define_global(1, n, dtypes.bool)
+    source = render_c(linearize(Kernel("k", sink(out.store(i, value_of(i, x.load(i))).end(i)))))
+    return source, Program(source, "k")
+
+
+def test_loop_indices_and_arithmetic_that_cannot_wrap_are_64_bit_integers() -> None:
+    # i * 1000 + 7 < 4000 lies in [7, 3007] for i in 0..3: the same at either width, and at pointer width gcc
+    # steps addresses through the loop instead of sign-extending an int every iteration (notes 155)
+    source, _ = index_kernel(lambda i, v: (i * 1000 + 7) < v, 4)
+    assert "for (long long idx0 = 0; idx0 < 4; idx0++)" in source
+    assert "(((idx0*1000)+7)<val0)" in source
+
+
+def test_an_index_product_that_can_wrap_wraps_at_32_bits() -> None:
+    # i * 2^30 wraps past 2^31 - 1 at i = 2, 3 (numpy's int32, the IR's exec_alu): computed in 64 bits
+    # it would not, and the comparison would be false
+    source, kernel = index_kernel(lambda i, v: (i * (1 << 30)) < v, 4)
+    out = np.zeros(4, np.bool_)
+    kernel(np.zeros(4, np.int32), out)
+    np.testing.assert_array_equal(out, (np.arange(4, dtype=np.int32) * np.int32(1 << 30)) < 0)
+    assert "((int)idx0)" in source
+
+
+def test_data_added_to_an_index_wraps_at_32_bits() -> None:
+    # x + i may wrap (x is any int32): the sum is an int, its wide operand cast back before the add
+    x = np.array([2**31 - 1, 2**31 - 1, 2**31 - 6, -3], np.int32)
+    _, kernel = index_kernel(lambda i, v: (v + i) < 0, 4)
+    out = np.zeros(4, np.bool_)
+    kernel(x, out)
+    np.testing.assert_array_equal(out, (x + np.arange(4, dtype=np.int32)) < 0)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -35,11 +35,11 @@ def test_a_kernel_reads_as_its_c_with_the_outer_loops_replaced_by_the_threads(ke
     c, _ = render_kernel(linearize(Kernel(kernel.name, kernel.ast)))  # the C without the CPU's opts
     cuda, _ = render_cuda_kernel(lower_gpu(kernel, GPUOpts()))
     assert declared(c) == declared(cuda) == ["acc0", "alu0", "val0"]
-    assert "for (int idx0 = 0; idx0 < 512; idx0++)" in c and "int alu0 = (idx0*48);" in c
+    assert "for (long long idx0 = 0; idx0 < 512; idx0++)" in c and "long long alu0 = (idx0*48);" in c
     assert "const int gidx0 = blockIdx.x;" in cuda and "const int lidx0 = threadIdx.x;" in cuda
     assert "int alu0 = ((gidx0*12288)+(lidx0*48));" in cuda and "data0[((gidx0*256)+lidx0)] = acc0;" in cuda
     assert "for (int ridx2 = 0; ridx2 < 48; ridx2++)" in cuda
-    assert "for (int ridx2_base = 0; ridx2_base < 48; ridx2_base += 8)" in c  # the CPU adds a long sum in lanes
+    assert "for (long long ridx2_base = 0; ridx2_base < 48; ridx2_base += 8)" in c  # the CPU adds a long sum in lanes
     assert cuda.startswith(f'extern "C" __global__ void __launch_bounds__(256) {kernel.name}(')
     assert "float* __restrict__ data0, const float* __restrict__ data1)" in cuda
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from uopc.backend.c.compiler import join_parts
-from uopc.ir import AxisType, DType, Ops, UOp, UopcError, dtypes, vmin
+from uopc.ir import AxisType, DType, Ops, UOp, UopcError, dtypes, never_wraps, vmin
 from uopc.lower import LinearProgram, Param, Source, Step
 
 
@@ -223,10 +223,13 @@ class _CWriter(KernelWriter):
         self.fuse = fused_products(program)
         self.laned: dict[UOp, list[tuple[UOp, str]]] = {}  # a loop split into lanes -> its sums and their names
         self.vectors = vector_values(program.uops)
+        self.wide = pointer_width_indices(program.uops)
         self.streamed = {p.slot: p.dtype for p in program.params if p.slot in program.streamed}
 
     def alu(self, u: UOp) -> str:
         operands = [self.expr[s] for s in u.src]
+        if u.dtype.is_int and u not in self.wide:  # computed at its own width, so that it wraps as the IR says
+            operands = [f"(({c_type(s.scalar_dtype)}){x})" if s in self.wide else x for s, x in zip(u.src, operands)]
         dt = u.src[-1].scalar_dtype
         if u.op is Ops.CMPNE and u.src[0].dtype is dtypes.bool and u.src[1].op is Ops.CONST and u.src[1].arg is True:
             return f"(!{operands[0]})"
@@ -253,8 +256,12 @@ class _CWriter(KernelWriter):
             self.expr[u] = text
             return
         name = self.fresh(prefix)
-        self.line(f"{self.vectors.get(u) or c_type(u.scalar_dtype)} {name} = {text};")
+        self.line(f"{self.vectors.get(u) or self.type_of(u)} {name} = {text};")
         self.expr[u] = name
+
+    def type_of(self, u: UOp) -> str:
+        """The C type a scalar value is declared with: an index at pointer width where it is one."""
+        return dtypes.int64.c_name if u in self.wide else c_type(u.scalar_dtype)
 
     def statement(self, u: UOp) -> None:
         if self.vector_statement(u):
@@ -370,7 +377,7 @@ class _CWriter(KernelWriter):
             self.stream_range(r)
             return
         prefix = {AxisType.REDUCE: "ridx", AxisType.THREAD: "tidx"}.get(r.arg.kind, "idx")
-        name, end, index = f"{prefix}{r.arg.axis}", self.expr[r.src[0]], c_type(r.scalar_dtype)
+        name, end, index = f"{prefix}{r.arg.axis}", self.expr[r.src[0]], self.type_of(r)
         if r.arg.kind is AxisType.THREAD:
             self.line("#pragma omp parallel for")
         sums = self.lane_sums(r)
@@ -419,7 +426,7 @@ class _CWriter(KernelWriter):
     # thread, or the next kernel, read the output.
     def stream_range(self, r: UOp) -> None:
         """Open a threaded loop whose streamed outputs are written a block at a time."""
-        name, end, index = f"tidx{r.arg.axis}", self.expr[r.src[0]], c_type(r.scalar_dtype)
+        name, end, index = f"tidx{r.arg.axis}", self.expr[r.src[0]], self.type_of(r)
         first = f"data{min(self.streamed)}"
         self.helpers["stream_out"] = STREAM_HELPERS
         self.line("#pragma omp parallel")
@@ -605,6 +612,28 @@ def vector_fma(name: str) -> str:
         return f"{head} {loop} }}"
     guard, call = _VECTOR_FMA[lanes]
     return f"{head}\n#if defined({guard})\n  return {call};\n#else\n  {loop}\n#endif\n}}"
+
+
+# The int32 ops whose result, where it cannot wrap, is the same computed in 64 bits from the same operands.
+_EXACT_WIDE = (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.MIN, Ops.WHERE)
+
+
+def pointer_width_indices(uops: Sequence[UOp]) -> set[UOp]:
+    """The int32 values written as 64-bit C integers: the loop indices, and arithmetic on them that bounds
+    prove never wraps (never_wraps), so that its value is the same at either width. Under -fwrapv an int
+    index may wrap, so gcc must sign-extend it afresh for every address and cannot step a pointer through
+    the loop, nor describe the accesses of a loop OpenMP outlined (notes 133, 155); at pointer width, the
+    wrap it must allow is the address's own. An int op that is not widened gets its wide operands cast back
+    (_CWriter.alu) and wraps at 32 bits, as the IR says."""
+    wide: set[UOp] = set()
+    for u in uops:
+        if u.dtype is not dtypes.int32:
+            continue
+        if u.op is Ops.RANGE and u.arg.kind is not AxisType.VECTOR:
+            wide.add(u)
+        elif u.op in _EXACT_WIDE and any(s in wide for s in u.src) and never_wraps(u):
+            wide.add(u)
+    return wide
 
 
 def vector_values(uops: Sequence[UOp]) -> dict[UOp, str]:
