@@ -227,9 +227,10 @@ class _CWriter(KernelWriter):
         self.streamed = {p.slot: p.dtype for p in program.params if p.slot in program.streamed}
 
     def alu(self, u: UOp) -> str:
-        operands = [self.expr[s] for s in u.src]
-        if u.dtype.is_int and u not in self.wide:  # computed at its own width, so that it wraps as the IR says
-            operands = [f"(({c_type(s.scalar_dtype)}){x})" if s in self.wide else x for s, x in zip(u.src, operands)]
+        narrow = u.scalar_dtype.is_int and u not in self.wide  # computed at its own width, so that it wraps as the IR says
+        operands = [
+            f"(({c_type(s.scalar_dtype)}){self.expr[s]})" if narrow and s in self.wide else self.expr[s] for s in u.src
+        ]
         dt = u.src[-1].scalar_dtype
         if u.op is Ops.CMPNE and u.src[0].dtype is dtypes.bool and u.src[1].op is Ops.CONST and u.src[1].arg is True:
             return f"(!{operands[0]})"
@@ -629,9 +630,9 @@ def pointer_width_indices(uops: Sequence[UOp]) -> set[UOp]:
     for u in uops:
         if u.dtype is not dtypes.int32:
             continue
-        if u.op is Ops.RANGE and u.arg.kind is not AxisType.VECTOR:
-            wide.add(u)
-        elif u.op in _EXACT_WIDE and any(s in wide for s in u.src) and never_wraps(u):
+        if (u.op is Ops.RANGE and u.arg.kind is not AxisType.VECTOR) or (
+            u.op in _EXACT_WIDE and any(s in wide for s in u.src) and never_wraps(u)
+        ):
             wide.add(u)
     return wide
 
