@@ -227,7 +227,7 @@ class _CWriter(KernelWriter):
         self.streamed = {p.slot: p.dtype for p in program.params if p.slot in program.streamed}
 
     def alu(self, u: UOp) -> str:
-        narrow = u.scalar_dtype.is_int and u not in self.wide  # computed at its own width, so that it wraps as the IR says
+        narrow = u.scalar_dtype.is_int and u not in self.wide  # at its own width: it wraps as the IR says
         operands = [
             f"(({c_type(s.scalar_dtype)}){self.expr[s]})" if narrow and s in self.wide else self.expr[s] for s in u.src
         ]
