@@ -86,16 +86,16 @@ def matmul_graph(m: int, k: int, n: int, layout: str) -> UOp:
 
 
 def plan_for(n: int, layout: str, opts: Opts | str) -> Plan:
-    """The matmul's plan: "packed+threads", the C backend's default (make_plan with pack); "packed", the same
-    without threads; "unpacked", the plan of a backend that does not pack (choose_opts's tile and threads);
-    with Opts, the plain kernel under them."""
+    """The matmul's plan: "packed+threads", the C backend's default (make_plan packing for its threads);
+    "packed", the same for one thread, without threads; "unpacked", the plan of a backend that does not pack
+    (choose_opts's tile and threads); with Opts, the plain kernel under them."""
     graph, _ = normalize([matmul_graph(n, n, n, layout)])
     if opts == "unpacked":
         return make_plan(graph)
     if isinstance(opts, str):
-        plan = make_plan(graph, pack=True)
         if opts == "packed+threads":
-            return plan
+            return make_plan(graph, pack=get_backend("C").packing())
+        plan = make_plan(graph, pack=1)
         kernels = tuple(dataclasses.replace(k, opts=dataclasses.replace(k.opts, thread=None)) for k in plan.kernels)
         return dataclasses.replace(plan, make_kernels=lambda: kernels)
     plain = make_plan(graph, opt=False)

@@ -45,7 +45,7 @@ def sides(m: int, k: int, n: int, layout: str) -> tuple[list[Callable[[], None]]
     want = np.empty((m, n), np.float32)
     runners: list[Callable[[], None]] = []
     kernels = 0
-    for pack in (True, False):
+    for pack in (get_backend("C").packing(), 0):
         plan = make_plan(normalize([matmul_graph(m, k, n, layout)])[0], pack=pack)
         kernels = kernels or len(plan.kernels)
         executable = compile_plan(plan, get_backend("C")).executable
@@ -95,7 +95,7 @@ def main() -> None:
                 lines.append(f"| {layout} | {m} x {k} x {n} | {kernels} | {' | '.join(cells)} | {ratio:.2f}x |")
     header = (
         f"One thread, this thread's CPU time, {args.repeats} runs of each side taking turns; packed: the plan "
-        "make_plan makes (B's last panel padded), unpacked: the same with pack=False (choose_opts's plan)."
+        "make_plan makes (B's last panel padded), unpacked: the same with pack=0 (choose_opts's plan)."
     )
     measures: list[str | Path] = ["packages/uopc-ir/src", "packages/uopc-lower/src", "packages/uopc-backend-c/src"]
     measures.append(__file__)

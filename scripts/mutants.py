@@ -302,6 +302,14 @@ MUTANTS: list[Mutant] = [
         LOWER_TESTS,
         "the linear program names the contiguous reduce axes as strided: the renderer vectorizes the wrong loops",
     ),
+    Mutant(
+        "panels_ignore_threads",
+        LOWER + "pack.py",
+        "return -(-panels // threads) * width",
+        "return panels * width",
+        LOWER_TESTS,
+        "the panel width ignores how panels split among threads: 16 threads get 22 wide panels for 2 x 16 narrow",
+    ),
     # ---- uopc-backend-c: the C renderer ----
     Mutant(
         "loop_skips_first",

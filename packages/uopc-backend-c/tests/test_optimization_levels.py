@@ -57,7 +57,7 @@ def cases() -> dict[str, tuple[UOp, list[tuple[int, int]]]]:
     }
 
 
-def run_at(flags: str, value: UOp, inputs: list[Array], monkeypatch: pytest.MonkeyPatch, pack: bool = False) -> Array:
+def run_at(flags: str, value: UOp, inputs: list[Array], monkeypatch: pytest.MonkeyPatch, pack: int = 0) -> Array:
     """`value` computed by a library built with CFLAGS=`flags`, the optimizer choosing its opts."""
     monkeypatch.setenv("CFLAGS", flags)
     graph, _ = normalize([value])
@@ -107,8 +107,8 @@ def test_a_packed_matmul_with_vector_fmas_computes_the_same_bits_at_every_level(
     a, b = UOp.buffer(0, 128 * 192).reshape((128, 192)), UOp.buffer(1, 192 * 128).reshape((192, 128))
     rng = np.random.default_rng(86)
     inputs = [rng.standard_normal(n).astype(np.float32) for n in (128 * 192, 192 * 128)]
-    fast = run_at(DEFAULT_CFLAGS.replace("-O3", level), matmul(a, b), inputs, monkeypatch, pack=True)
-    optimized = run_at(DEFAULT_CFLAGS, matmul(a, b), inputs, monkeypatch, pack=True)
+    fast = run_at(DEFAULT_CFLAGS.replace("-O3", level), matmul(a, b), inputs, monkeypatch, pack=1)
+    optimized = run_at(DEFAULT_CFLAGS, matmul(a, b), inputs, monkeypatch, pack=1)
     assert fast.tobytes() == optimized.tobytes()
     want = inputs[0].reshape(128, 192).astype(np.float64) @ inputs[1].reshape(192, 128).astype(np.float64)
     np.testing.assert_allclose(optimized.reshape(128, 128), want, rtol=1e-4, atol=1e-4)

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from uopc.ir import AxisType, Ops, UOp, linear_terms
 from uopc.lower import Opts, Plan, compile_plan, get_backend, make_plan, normalize
+from uopc.lower.pack import panel_width
 
 Array = npt.NDArray[Any]
 
@@ -49,7 +50,7 @@ def check(m: int, k: int, n: int, layout: str, seed: int = 0) -> Plan:
     a = rng.standard_normal((k, m) if layout == "atb" else (m, k)).astype(np.float32)
     b = rng.standard_normal((n, k) if layout == "abt" else (k, n)).astype(np.float32)
     x, y = (a.T if layout == "atb" else a), (b.T if layout == "abt" else b)
-    plan = make_plan(normalize([matmul(m, k, n, layout)])[0], pack=True)
+    plan = make_plan(normalize([matmul(m, k, n, layout)])[0], pack=1)
     got = run(plan, a, b).reshape(m, n)
     want = x.astype(np.float64) @ y.astype(np.float64)
     bound = k * np.finfo(np.float32).eps * (np.abs(x) @ np.abs(y))  # sums of k products, in any order
@@ -101,12 +102,12 @@ def test_a_buffer_read_twice_is_not_packed() -> None:
     a = UOp.buffer(0, 64 * 64).reshape((64, 64))
     rows, columns = a.reshape((64, 1, 64)), a.permute((1, 0)).reshape((1, 64, 64))
     square = (rows.expand((64, 64, 64)) * columns.expand((64, 64, 64))).sum([2])
-    assert len(make_plan(normalize([square.reshape((64, 64))])[0], pack=True).kernels) == 1
+    assert len(make_plan(normalize([square.reshape((64, 64))])[0], pack=1).kernels) == 1
 
 
 def test_a_fused_max_keeps_the_matmul_unpacked() -> None:
     """relu(A @ B) fuses a max that vector lanes do not compute (check_vector): the matmul is not packed."""
-    plan = make_plan(normalize([matmul(8, 16, 64, "ab").maximum(0.0)])[0], pack=True)
+    plan = make_plan(normalize([matmul(8, 16, 64, "ab").maximum(0.0)])[0], pack=1)
     assert len(plan.kernels) == 1 and plan.kernels[0].opts.vector is None
 
 
@@ -127,7 +128,7 @@ def test_kernels_equal_but_for_their_vector_axis_get_programs_of_their_own() -> 
 
 def packed_buffers(m: int, k: int, n: int, layout: str, a: Array, b: Array) -> list[Array]:
     """The buffers the plan's packing copies write, after a run: B's panels, then A's groups of rows."""
-    plan = make_plan(normalize([matmul(m, k, n, layout)])[0], pack=True)
+    plan = make_plan(normalize([matmul(m, k, n, layout)])[0], pack=1)
     buffers = [a.reshape(-1), b.reshape(-1)] + [np.full(s.size, np.nan, np.float32) for s in plan.buffers[2:]]
     compile_plan(plan, get_backend("C")).executable.run(buffers)
     return [buffers[s.buffers[1]] for s in plan.steps[:-1]]
@@ -148,8 +149,9 @@ def test_packing_copies_move_bits(m: int, k: int, n: int, layout: str) -> None:
     rng = np.random.default_rng(m + k + n)
     a = rng.integers(0, 1 << 32, (k, m) if layout == "atb" else (m, k), dtype=np.uint32).view(np.float32)
     b = rng.integers(0, 1 << 32, (n, k) if layout == "abt" else (k, n), dtype=np.uint32).view(np.float32)
-    b_kn = np.pad(b.T if layout == "abt" else b, ((0, 0), (0, -n % 32)))  # a last panel n does not fill: zeros
-    want = [b_kn.reshape(k, -1, 32).transpose(1, 0, 2)]  # panel o: columns 32o .. 32o+31, k rows
+    w = panel_width(n, 1)  # 48 at n = 96 and 80, else 32
+    b_kn = np.pad(b.T if layout == "abt" else b, ((0, 0), (0, -n % w)))  # a last panel n does not fill: zeros
+    want = [b_kn.reshape(k, -1, w).transpose(1, 0, 2)]  # panel o: columns wo .. wo+w-1, k rows
     if layout == "atb" and m % 8 == 0:
         want.append(a.reshape(k, m // 8, 8).transpose(1, 0, 2))  # group o: A's rows 8o .. 8o+7, k of each
     got = packed_buffers(m, k, n, layout, a, b)
@@ -162,12 +164,13 @@ def test_packing_copies_move_bits(m: int, k: int, n: int, layout: str) -> None:
 # the MLP's first weight gradient (784 columns: 24 panels and a half); one half panel; 2.5 panels, A packed
 @pytest.mark.parametrize(("m", "k", "n"), [(128, 128, 784), (5, 17, 16), (16, 33, 80)])
 def test_a_padded_last_panel_matches_numpy(m: int, k: int, n: int, layout: str) -> None:
-    """Columns a multiple of 16 but not of 32: B's last panel is padded with zeros, and the matmul stores
-    none of the columns the padding computes."""
+    """Columns a multiple of 16 but not of the panel's width: B's last panel is padded with zeros, and the
+    matmul stores none of the columns the padding computes."""
     plan = check(m, k, n, layout, seed=n)
     *copies, product = plan.kernels
     assert product.opts.vector is not None and copies
-    assert plan.buffers[plan.steps[0].buffers[1]].size == -(-n // 32) * 32 * k  # whole panels, the last padded
+    w = panel_width(n, 1)
+    assert n % w and plan.buffers[plan.steps[0].buffers[1]].size == -(-n // w) * w * k  # the last panel padded
 
 
 def sentinel_run(plan: Plan, out_slot: int, inputs: dict[int, Array], around: int) -> tuple[Array, Array]:
@@ -194,7 +197,7 @@ def test_a_padded_panel_stores_nothing_past_the_columns(layout: str) -> None:
     a = rng.standard_normal((k, m) if layout == "atb" else (m, k)).astype(np.float32)
     b = rng.standard_normal((n, k) if layout == "abt" else (k, n)).astype(np.float32)
     x, y = (a.T if layout == "atb" else a), (b.T if layout == "abt" else b)
-    plan = make_plan(normalize([matmul(m, k, n, layout)])[0], pack=True)
+    plan = make_plan(normalize([matmul(m, k, n, layout)])[0], pack=1)
     assert len(plan.kernels) > 1  # packed
     got, sentinels = sentinel_run(plan, plan.outputs[0], {0: a, 1: b}, 64)
     assert np.all(sentinels == 1234.5)
@@ -212,7 +215,7 @@ def test_nan_and_inf_in_a_padded_matmul_propagate_as_numpy(layout: str) -> None:
     b = rng.standard_normal((n, k) if layout == "abt" else (k, n)).astype(np.float32)
     a.reshape(-1)[::37], a.reshape(-1)[5::53], b.reshape(-1)[3::101] = np.nan, np.inf, -np.inf
     x, y = (a.T if layout == "atb" else a), (b.T if layout == "abt" else b)
-    plan = make_plan(normalize([matmul(m, k, n, layout)])[0], pack=True)
+    plan = make_plan(normalize([matmul(m, k, n, layout)])[0], pack=1)
     assert len(plan.kernels) > 1  # packed
     got = run(plan, a, b).reshape(m, n)
     with np.errstate(invalid="ignore"):
@@ -228,14 +231,14 @@ def test_nan_and_inf_in_a_padded_matmul_propagate_as_numpy(layout: str) -> None:
 def test_a_is_packed_only_where_the_reduce_strides_through_it(n: int, layout: str) -> None:
     """The default's choice for square matmuls: A is packed where it is stored (k, m), and read as it is
     where it is stored (m, k), at any size (pack.packs_rows)."""
-    plan = make_plan(normalize([matmul(n, n, n, layout)])[0], pack=True)
+    plan = make_plan(normalize([matmul(n, n, n, layout)])[0], pack=1)
     assert len(plan.kernels) == (3 if layout == "atb" else 2)
 
 
 def test_b_stored_by_columns_is_copied_a_line_at_a_time() -> None:
     """B stored as (n, k): the copy's innermost loop reads 16 floats of k, one cache line, from one column
     of B, not one float from each of a panel's 32 columns (pack.copy_block)."""
-    plan = make_plan(normalize([matmul(8, 64, 64, "abt")])[0], pack=True)
+    plan = make_plan(normalize([matmul(8, 64, 64, "abt")])[0], pack=1)
     end = plan.kernels[0].ast.src[0]
     load = next(u for u in end.toposort() if u.op is Ops.LOAD)
     innermost = end.src[-1]
@@ -246,7 +249,7 @@ def run_graph(graph: UOp, *by_slot: Array) -> tuple[Plan, Array]:
     """The packed plan of a graph over buffers 0, 1, ..., run on `by_slot` (in the plan's order of inputs,
     which normalize numbers by first use), and its output."""
     normalized, inputs = normalize([graph])
-    plan = make_plan(normalized, pack=True)
+    plan = make_plan(normalized, pack=1)
     buffers = [by_slot[u.arg.slot].reshape(-1) for u in inputs]
     buffers += [np.full(s.size, np.nan, np.float32) for s in plan.buffers[len(inputs) :]]
     compile_plan(plan, get_backend("C")).executable.run(buffers)

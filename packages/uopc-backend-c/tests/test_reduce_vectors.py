@@ -18,7 +18,7 @@ Array = npt.NDArray[Any]
 def plan_and_run(graph: UOp, *by_slot: Array) -> tuple[Plan, Array]:
     """The default unpacked plan of a graph over buffers 0, 1, ..., run on `by_slot`, and its output."""
     normalized, inputs = normalize([graph])
-    plan = make_plan(normalized, pack=False)
+    plan = make_plan(normalized, pack=0)
     buffers = [by_slot[u.arg.slot].reshape(-1) for u in inputs]
     buffers += [np.full(s.size, np.nan, np.float32) for s in plan.buffers[len(inputs) :]]
     compile_plan(plan, get_backend("C")).executable.run(buffers)
@@ -79,7 +79,7 @@ def test_sums_along_rows_and_columns_off_whole_vectors_stay_scalar() -> None:
     rows = UOp.buffer(0, 37 * 48).reshape((37, 48)).sum([1]).reshape((37,))
     columns = UOp.buffer(0, 37 * 24).reshape((37, 24)).sum([0]).reshape((24,))
     for graph in (rows, columns):
-        assert make_plan(normalize([graph])[0], pack=False).kernels[0].opts.vector is None
+        assert make_plan(normalize([graph])[0], pack=0).kernels[0].opts.vector is None
 
 
 @pytest.mark.o0

@@ -94,7 +94,7 @@ def test_searched_float_matmuls_match_numpy(layout: str) -> None:
     a = rng.standard_normal((k, m) if layout == "atb" else (m, k)).astype(np.float32)
     b = rng.standard_normal((n, k) if layout == "abt" else (k, n)).astype(np.float32)
     x, y = (a.T if layout == "atb" else a), (b.T if layout == "abt" else b)
-    plan = make_plan(normalize([matmul(m, k, n, layout)])[0], pack=True)
+    plan = make_plan(normalize([matmul(m, k, n, layout)])[0], pack=1)
     want = x.astype(np.float64) @ y.astype(np.float64)
     bound = k * np.finfo(np.float32).eps * (np.abs(x) @ np.abs(y))
     for beam in (None, 2):
@@ -106,20 +106,20 @@ def test_a_searched_int_matmul_is_bit_identical_to_the_heuristics() -> None:
     m, k, n = 24, 40, 16
     rng = np.random.default_rng(6)
     a, b = rng.integers(-(2**20), 2**20, (m, k), np.int32), rng.integers(-(2**20), 2**20, (k, n), np.int32)
-    plan = make_plan(normalize([matmul(m, k, n, "ab", dtypes.int32)])[0], pack=True)
+    plan = make_plan(normalize([matmul(m, k, n, "ab", dtypes.int32)])[0], pack=1)
     heuristic, searched = run(plan, backend(), None, a, b), run(plan, backend(), 2, a, b)
     assert np.array_equal(searched, heuristic)
     assert np.array_equal(searched.reshape(m, n), a @ b)  # numpy's int32 matmul wraps as C does
 
 
 def test_the_winner_is_kept_and_a_later_search_times_nothing() -> None:
-    plan = make_plan(normalize([matmul(32, 48, 16, "abt")])[0], pack=True)
+    plan = make_plan(normalize([matmul(32, 48, 16, "abt")])[0], pack=1)
     first = CountingRuntime()
     searched = compile_plan(plan, backend(first), beam=1)
     assert first.runs > 0
     for beam in (1, 0):  # a later process, with BEAM on or off, reads the choice from the kernel cache
         later = CountingRuntime()
-        again = compile_plan(make_plan(normalize([matmul(32, 48, 16, "abt")])[0], pack=True), backend(later), beam=beam)
+        again = compile_plan(make_plan(normalize([matmul(32, 48, 16, "abt")])[0], pack=1), backend(later), beam=beam)
         assert later.runs == 0
         assert again.source == searched.source  # the same opts, so the same C
 
@@ -166,7 +166,7 @@ class RefusingRenderer(CRenderer):
 
 
 def test_a_candidate_gcc_refuses_is_dropped_and_the_others_are_timed() -> None:
-    plan = make_plan(normalize([matmul(16, 32, 16, "ab")])[0], pack=True)
+    plan = make_plan(normalize([matmul(16, 32, 16, "ab")])[0], pack=1)
     (kernel,) = plan.kernels
     runtime = CountingRuntime()
     candidates = [Opts(), Opts(upcast={0: 2}), Opts(upcast={1: 4})]

@@ -204,7 +204,7 @@ def test_a_packed_matmul_shows_its_copy_kernel_and_its_vector_axis() -> None:
     a = UOp.buffer(0, 128 * 128, dtypes.float32).reshape((128, 1, 128)).expand((128, 128, 128))
     b = UOp.buffer(1, 128 * 128, dtypes.float32).reshape((1, 128, 128)).expand((128, 128, 128))
     graph, _ = normalize([(a * b).sum([2]).reshape((128, 128))])
-    page = Page(stage_page(record_for(graph, plan=make_plan(graph, pack=True))))
+    page = Page(stage_page(record_for(graph, plan=make_plan(graph, pack=1))))
     assert "E_4_128_32" in page.text("plan") and "vector axis 3 in 16 lanes" in page.text("plan")
 
 

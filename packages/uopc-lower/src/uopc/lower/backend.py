@@ -119,7 +119,7 @@ class Backend:
     whose device runs kernels differently from loops on a CPU brings its own arrow from a Kernel to its
     LinearProgram (a GPU maps loops onto threads); without one, the driver applies the kernel's opts and
     linearizes, once per distinct kernel. A backend that `packs_matmuls` gets plans in which large matmuls
-    read copies of their operands packed for a CPU's caches and vector registers (pack.py); a GPU tiles
+    read copies of their operands packed for a CPU's caches, vector registers and its `threads` (pack.py); a GPU tiles
     matmuls its own way, through shared memory. A backend with an `opts_store` gets each kernel with the
     opts a search found for it on this machine (search.py), wherever one was kept."""
 
@@ -131,6 +131,11 @@ class Backend:
     linearize: Callable[[Kernel], LinearProgram] | None = None
     packs_matmuls: bool = False
     opts_store: OptsStore | None = None
+    threads: Callable[[], int] = lambda: 1  # the CPU threads its parallel loops run on, read when a plan is made
+
+    def packing(self) -> int:
+        """make_plan's `pack` for this backend: the threads its packed matmuls run on, 0 where it packs none."""
+        return self.threads() if self.packs_matmuls else 0
 
 
 class BackendNotFound(UopcError, LookupError):

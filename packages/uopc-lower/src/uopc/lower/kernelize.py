@@ -260,10 +260,11 @@ def collector_paused() -> Iterator[None]:
 
 
 @collector_paused()
-def make_plan(graph: UOp, opt: bool = True, pack: bool = False) -> Plan:
+def make_plan(graph: UOp, opt: bool = True, pack: int = 0) -> Plan:
     """The plan for a normalized graph (see `normalize`): one kernel per group of materialized nodes, each
-    with the opts `choose_opts` picks for it (none if `opt` is off). With `opt` and `pack`, a large matmul
-    reads copies of its operands packed into panels, each made by a kernel of its own (pack.py)."""
+    with the opts `choose_opts` picks for it (none if `opt` is off). With `opt` and `pack` (the CPU threads
+    the plan will run on, 0 for none), a large matmul reads copies of its operands packed into panels, each
+    made by a kernel of its own, the panels as wide as suits that many threads (pack.py)."""
     n_inputs = sum(1 for u in graph.toposort() if u.op is Ops.BUFFER)
     buffers = [
         BufferSpec(u.scalar_dtype, u.arg.size)
@@ -292,7 +293,7 @@ def make_plan(graph: UOp, opt: bool = True, pack: bool = False) -> Plan:
     for group in groups:
         ast, plan_buffers = _lower_group(group, boundaries, where, memo)
         name = _kernel_name(group.shape, not group.elementwise, names)
-        packing = pack_matmul(ast) if opt and pack else None
+        packing = pack_matmul(ast, pack) if opt and pack else None
         if packing is None:
             kernels.append(Kernel(name, ast, choose_opts(ast) if opt else Opts()))
         else:
@@ -400,10 +401,10 @@ class PlanCache:
     DEBUG."""
 
     def __init__(self, size: int = 256) -> None:
-        self.plans: OrderedDict[tuple[UOp, bool, bool], Plan] = OrderedDict()
+        self.plans: OrderedDict[tuple[UOp, bool, int], Plan] = OrderedDict()
         self.size, self.made, self.restored = size, 0, 0
 
-    def get(self, graph: UOp, opt: bool, pack: bool = False) -> tuple[Plan, bool]:
+    def get(self, graph: UOp, opt: bool, pack: int = 0) -> tuple[Plan, bool]:
         """The plan for `graph` (made with make_plan's `opt` and `pack`), and whether it was new."""
         found = self.find(graph, opt, pack)
         if found is not None:
@@ -411,7 +412,7 @@ class PlanCache:
         self.made += 1
         return self._add((graph, opt, pack), make_plan(graph, opt, pack)), True
 
-    def find(self, graph: UOp, opt: bool, pack: bool = False) -> Plan | None:
+    def find(self, graph: UOp, opt: bool, pack: int = 0) -> Plan | None:
         """The plan for `graph` if it is here; makes nothing."""
         key = (graph, opt, pack)
         found = self.plans.get(key)
@@ -419,12 +420,12 @@ class PlanCache:
             self.plans.move_to_end(key)
         return found
 
-    def add_restored(self, graph: UOp, opt: bool, plan: Plan, pack: bool = False) -> None:
+    def add_restored(self, graph: UOp, opt: bool, plan: Plan, pack: int = 0) -> None:
         """Keep a plan restored from a plan store, as if it had been made here."""
         self.restored += 1
         self._add((graph, opt, pack), plan)
 
-    def _add(self, key: tuple[UOp, bool, bool], plan: Plan) -> Plan:
+    def _add(self, key: tuple[UOp, bool, int], plan: Plan) -> Plan:
         self.plans[key] = plan
         if len(self.plans) > self.size:
             self.plans.popitem(last=False)

@@ -1,15 +1,15 @@
 """Packing: a matmul's B copied into the order its register tile reads it, by a kernel the plan runs first.
 
-A matmul kernel C[i, j] = sum over k of A[i, k] * B[k, j] reads, for each k, a row of 32 of B's columns
-into its register tile. Where B is stored as (k, n), those rows lie n floats apart; where a layer stores it
-transposed, (n, k), each column is k floats from the next, and a tile's loads are 32 scattered floats. The
-packing copy writes B once into panels, panel p holding columns 32p .. 32p+31 for k = 0, 1, ...: the
-tile's reduce loop then walks one contiguous block of memory, the same for every layout, and the copy
-(n k floats, against m n k multiply-adds) absorbs the layout. The packed matmul's loops put the panel
-outermost: a panel (32 k floats, 128 KiB at k = 1024) stays in the core's L2 cache while every row of A
-passes over it, which is the cache blocking. Where the reduce loop strides through A (A stored as (k, m), as
-in a weight's gradient x.T @ dy), A is packed the same way, into groups of the tile's eight rows; stored as
-(m, k), A is read as it is (packs_rows).
+A matmul kernel C[i, j] = sum over k of A[i, k] * B[k, j] reads, for each k, a row of w of B's columns into
+its register tile (w = 32 or 48, panel_width). Where B is stored as (k, n), those rows lie n floats apart;
+where a layer stores it transposed, (n, k), each column is k floats from the next, and a tile's loads are w
+scattered floats. The packing copy writes B once into panels, panel p holding columns wp .. wp+w-1 for
+k = 0, 1, ...: the tile's reduce loop then walks one contiguous block of memory, the same for every layout,
+and the copy (n k floats, against m n k multiply-adds) absorbs the layout. The packed matmul's loops put the
+panel outermost: a panel (w k floats, 128 KiB for w = 32 at k = 1024) stays in the core's L2 cache while
+every row of A passes over it, which is the cache blocking. Where the reduce loop strides through A (A stored
+as (k, m), as in a weight's gradient x.T @ dy), A is packed the same way, into groups of the tile's eight
+rows; stored as (m, k), A is read as it is (packs_rows).
 """
 
 from __future__ import annotations
@@ -21,7 +21,12 @@ from dataclasses import dataclass
 from uopc.ir import AxisType, Ops, UOp, dtypes, linear_terms, prod, range_, simplify, sink, substitute
 from uopc.lower.opt import VECTOR_LANES, Opts, can_vectorize, choose_opts
 
-PANEL = 32  # columns of B per panel: one register tile's width, 2 vectors of 16 floats
+# columns of B per panel, one register tile's width, widest first: 3 vectors of 16 floats (a tile of 8 x 48,
+# 24 accumulators, loads 3 vectors and 8 floats for 24 FMAs) or 2 (8 x 32: 2 vectors and 8 floats for 16)
+PANELS = (48, 32)
+# how much faster the 8 x 48 tile multiplies than the 8 x 32 one, measured at n = 1024 on two threads with
+# the panels' padding left out (notes 156)
+WIDE_TILE_GAIN = 1.1
 # rows of A per register tile: 8 x 2 vector accumulators. Each step of k loads B's 2 vectors and 8 floats of
 # A for 16 FMAs; a 4 x 64 tile (4 x 4 accumulators) loads 4 vectors for as many, twice B's traffic from L2:
 # 1024 and 512, one thread, CPU time, numpy in the same rounds: 0.83-0.87x numpy against 0.72-0.75x (chapter 13)
@@ -70,11 +75,12 @@ class PackedMatmul:
     opts: Opts
 
 
-def pack_matmul(kernel: UOp) -> PackedMatmul | None:
-    """Pack B into panels read as vectors; pack A too into groups of the tile's rows where packs_rows says
-    so; None where the kernel is no large float32 matmul whose panels vector lanes can read."""
+def pack_matmul(kernel: UOp, threads: int = 1) -> PackedMatmul | None:
+    """Pack B into panels read as vectors, as wide as panel_width says for `threads`; pack A too into
+    groups of the tile's rows where packs_rows says so; None where the kernel is no large float32 matmul
+    whose panels vector lanes can read."""
     kernel = merge_reduce_ranges(kernel)
-    b = find_packable(kernel)
+    b = find_packable(kernel, threads)
     if b is None:
         return None
     packed, columns = split_range(kernel, b, outermost=True)
@@ -84,7 +90,7 @@ def pack_matmul(kernel: UOp) -> PackedMatmul | None:
     outputs = {u.arg.axis: u for u in packed.toposort() if u.op is Ops.RANGE and u.arg.kind is AxisType.LOOP}
     before = [a for a in outputs if a < panels]
     rows = outputs[max(before)] if before else None  # the output axis before B's columns: A's rows
-    upcast, copies = {columns: PANEL // VECTOR_LANES}, [b]
+    upcast, copies = {columns: b.width // VECTOR_LANES}, [b]
     if rows is not None and rows.src[0].arg % TILE_ROWS == 0:
         a = find_rows(packed, rows, b.reduce)
         if a is None or not packs_rows(a):
@@ -146,11 +152,11 @@ def _merged(kernel: UOp, total: UOp, outer: UOp, inner: UOp) -> UOp | None:
     return None if pair & set(merged.toposort()) else simplify(merged)
 
 
-def find_packable(kernel: UOp) -> Packable | None:
+def find_packable(kernel: UOp, threads: int = 1) -> Packable | None:
     """The B of a large float32 matmul kernel: one store of one sum over one reduce range k, whose innermost
     output range j moves a load that depends on j and k only, from a buffer the kernel reads nowhere else.
 
-    j's size n must be a multiple of VECTOR_LANES, not of PANEL: a last panel that n does not fill is padded
+    j's size n must be a multiple of VECTOR_LANES, not of the panel: a last panel that n does not fill is padded
     (split_range), and its columns past n are whole vectors that are neither read nor stored. Where n is no
     multiple of VECTOR_LANES, a vector would hold columns on both sides of n, and its store would need a mask
     lane by lane, which gcc's vector extension has no plain way to write; such a matmul keeps choose_opts's
@@ -172,7 +178,22 @@ def find_packable(kernel: UOp) -> Packable | None:
     if j.src[0].arg % VECTOR_LANES:
         return None
     load = _sole_load(kernel, total, {j, k})
-    return None if load is None else Packable(load, j, k, PANEL)
+    return None if load is None else Packable(load, j, k, panel_width(j.src[0].arg, threads))
+
+
+def panel_width(n: int, threads: int) -> int:
+    """The widest of PANELS unless, for n columns split into panels among `threads`, the busiest thread
+    would get more than WIDE_TILE_GAIN times the columns the narrowest panels leave it: a last panel that
+    n does not fill is padded, and the panels may not split evenly. At n = 1024 on two threads, panels of
+    48 leave a thread 11 of 22 (528 columns, 16 of them padding) against 16 of 32 (512), and the plan ran
+    4-6% faster; at 512, 6 of 11 (288) against 8 of 16 (256), and it ran 10% slower."""
+
+    def busiest(width: int) -> int:
+        panels = -(-n // width)
+        return -(-panels // threads) * width
+
+    narrowest = busiest(PANELS[-1])
+    return next(w for w in PANELS if busiest(w) <= narrowest * WIDE_TILE_GAIN)
 
 
 def find_rows(kernel: UOp, rows: UOp, k: UOp) -> Packable | None:

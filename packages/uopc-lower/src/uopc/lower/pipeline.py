@@ -196,11 +196,11 @@ def code_digest(folders: list[str]) -> str:
     return digest.hexdigest()
 
 
-def plan_key(graph: UOp, opt: bool, pack: bool = False) -> str:
+def plan_key(graph: UOp, opt: bool, pack: int = 0) -> str:
     """The name a plan store keeps the plan of a normalized graph under: a digest of the graph's text, the
     optimizer and packing settings and the lowering code. The backend adds its own settings (its code, its
     compiler)."""
-    text = "\0".join([to_uir(graph), f"opt={opt}", f"pack={pack}", lowering_code()])
+    text = "\0".join([to_uir(graph), f"opt={opt}", f"pack={int(pack)}", lowering_code()])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -223,7 +223,7 @@ def restore_plan(graph: UOp, opt: bool, backend: Backend, key: str) -> tuple[Pla
         manifest.buffers,
         manifest.n_inputs,
         manifest.outputs,
-        make_kernels=lambda: _kernels_again(graph, opt, backend.packs_matmuls, manifest),
+        make_kernels=lambda: _kernels_again(graph, opt, backend.packing(), manifest),
     )
     times = StageTimes(0.0, 0.0, 0.0, looked_up - start, loaded - looked_up)
     return plan, CompiledPlan(
@@ -241,7 +241,7 @@ def _with_stored_opts(kernels: tuple[Kernel, ...], opt: bool, backend: Backend) 
     return tuned_kernels(kernels, backend, 0, lowering_code()) if opt else kernels
 
 
-def _kernels_again(graph: UOp, opt: bool, pack: bool, manifest: Manifest) -> tuple[Kernel, ...]:
+def _kernels_again(graph: UOp, opt: bool, pack: int, manifest: Manifest) -> tuple[Kernel, ...]:
     """The kernels of a restored plan, made again; they must be those the stored manifest describes."""
     plan = make_plan(graph, opt, pack)
     if plan.manifest != manifest:

@@ -123,7 +123,7 @@ class Realizer:
         `opt`, each kernel gets the opts a search found for it on this machine where one was kept, and with
         a `beam`, those without one are searched (compile_plan): a searching process restores no plan,
         whose kernels may not have been searched, and the plan it keeps replaces the stored one."""
-        pack = backend.packs_matmuls
+        pack = backend.packing()
         plan = self.plans.find(graph, opt, pack)
         key = plan_key(graph, opt, pack) if backend.store is not None and plan is None else None
         restored = restore_plan(graph, opt, backend, key) if key is not None and not beam else None

@@ -11,11 +11,19 @@ from __future__ import annotations
 
 from uopc.backend.c.choices import COptsStore
 from uopc.backend.c.compiler import CCompiler
+from uopc.backend.c.openmp import threads
 from uopc.backend.c.render import CRenderer
 from uopc.backend.c.runtime import CRuntime
 from uopc.backend.c.store import CPlanStore
 from uopc.lower import Backend
 
 C_BACKEND = Backend(
-    "C", CRenderer(), CCompiler(), CRuntime(), CPlanStore(), packs_matmuls=True, opts_store=COptsStore()
+    "C",
+    CRenderer(),
+    CCompiler(),
+    CRuntime(),
+    CPlanStore(),
+    packs_matmuls=True,
+    opts_store=COptsStore(),
+    threads=threads,
 )
