@@ -250,15 +250,17 @@ def copy_block(p: Packable) -> tuple[int, bool]:
 
     A panel of B stored as (n, k) gathers, at each k, 32 floats from 32 rows k floats apart: at k = 1024,
     32 lines in one set of the 12-way L1, each evicted before the next k reads the rest of it. Its lanes
-    go outside a block of LINE_FLOATS rows of k instead, each lane reading one whole line (the copy alone, one
-    thread, n = k = 1024: 0.69-0.79 ms before, 0.44 ms in this order; notes 144). A's groups of 8 rows stored
-    as (m, k) take only 8 lines of a set, and ran 8% slower in this order: they keep the order of rows
-    narrower than a line (pack_kernel)."""
+    go outside a block of rows of k instead, each lane reading whole lines (the copy alone, one thread,
+    n = k = 1024: 0.69-0.79 ms before, 0.44 ms with blocks of LINE_FLOATS rows; notes 144). Blocks of four
+    lines let the prefetcher fetch a row's next lines while the block reads it: in a plan, after the matmul
+    has pushed B out of the core's caches, the copy at 1024 took 0.44 ms against 0.78 with blocks of one
+    line (notes 157). A's groups of 8 rows stored as (m, k) take only 8 lines of a set, and ran 8% slower in
+    this order: they keep the order of rows narrower than a line (pack_kernel)."""
     rows, width = p.blocks[1:]
     if width < LINE_FLOATS:
         return next(b for b in (COPY_ROWS, 4, 2, 1) if rows % b == 0), False
     if p.along_k:
-        return next(b for b in (LINE_FLOATS, 8, 4, 2, 1) if rows % b == 0), True
+        return next(b for b in (4 * LINE_FLOATS, LINE_FLOATS, 8, 4, 2, 1) if rows % b == 0), True
     return 1, False
 
 
