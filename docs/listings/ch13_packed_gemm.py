@@ -2,14 +2,14 @@
 
 from uopc.backend.c import render_c
 from uopc.ir import UOp
-from uopc.lower import get_backend, linearize, make_plan, normalize
+from uopc.lower import linearize, make_plan, normalize
 
 # --8<-- [start:plan]
 n = 256
 x = UOp.buffer(0, n * n).reshape((n, n))
 w = UOp.buffer(1, n * n).reshape((n, n))  # a Linear layer's weight: (out features, in features)
 y = (x.reshape((n, 1, n)).expand((n, n, n)) * w.reshape((1, n, n)).expand((n, n, n))).sum([2])  # x @ w.T
-plan = make_plan(normalize([y.reshape((n, n))])[0], pack=get_backend("C").packing())  # packed for its threads
+plan = make_plan(normalize([y.reshape((n, n))])[0], pack=2)  # packed for two threads, as the C backend packs here
 for kernel, step in zip(plan.kernels, plan.steps, strict=True):
     print(f"{kernel.name}: plan buffers {step.buffers}, {kernel.opts}")
 # --8<-- [end:plan]

@@ -161,7 +161,7 @@ def test_packing_copies_move_bits(m: int, k: int, n: int, layout: str) -> None:
 
 @pytest.mark.o0
 @pytest.mark.parametrize("layout", ["ab", "abt", "atb"])
-# the MLP's first weight gradient (784 columns: 24 panels and a half); one half panel; 2.5 panels, A packed
+# the MLP's first weight gradient (784 columns: 16 panels of 48 and a third); one half panel; 80 columns, A packed
 @pytest.mark.parametrize(("m", "k", "n"), [(128, 128, 784), (5, 17, 16), (16, 33, 80)])
 def test_a_padded_last_panel_matches_numpy(m: int, k: int, n: int, layout: str) -> None:
     """Columns a multiple of 16 but not of the panel's width: B's last panel is padded with zeros, and the
@@ -192,7 +192,8 @@ def sentinel_run(plan: Plan, out_slot: int, inputs: dict[int, Array], around: in
 def test_a_padded_panel_stores_nothing_past_the_columns(layout: str) -> None:
     """The output in a frame of sentinels: a store of a padded column would write into the next row (a
     sentinel-free check: the values) or, from the last row, past the end (the sentinels after it)."""
-    m, k, n = 16, 24, 48
+    m, k, n = 16, 24, 80
+    assert n % panel_width(n, 1)  # the last panel is padded
     rng = np.random.default_rng(48)
     a = rng.standard_normal((k, m) if layout == "atb" else (m, k)).astype(np.float32)
     b = rng.standard_normal((n, k) if layout == "abt" else (k, n)).astype(np.float32)
@@ -235,7 +236,7 @@ def test_a_is_packed_only_where_the_reduce_strides_through_it(n: int, layout: st
     assert len(plan.kernels) == (3 if layout == "atb" else 2)
 
 
-def test_b_stored_by_columns_is_copied_a_line_at_a_time() -> None:
+def test_b_stored_by_columns_is_copied_whole_lines_at_a_time() -> None:
     """B stored as (n, k): the copy's innermost loop reads whole cache lines of k (64 floats where k
     allows, 16 where it does not) from one column of B, not one float from each of a panel's columns
     (pack.copy_block)."""

@@ -24,11 +24,12 @@ from uopc.lower.opt import VECTOR_LANES, Opts, can_vectorize, choose_opts
 # columns of B per panel, one register tile's width, widest first: 3 vectors of 16 floats (a tile of 8 x 48,
 # 24 accumulators, loads 3 vectors and 8 floats for 24 FMAs) or 2 (8 x 32: 2 vectors and 8 floats for 16)
 PANELS = (48, 32)
-# how much faster the 8 x 48 tile multiplies than the 8 x 32 one, measured at n = 1024 on two threads with
-# the panels' padding left out (notes 156)
+# how much faster the 8 x 48 tile multiplies than the 8 x 32 one, measured with AVX-512's 32 vector registers
+# (VECTOR_LANES assumes them) in a C harness of 1344 x 1024 x 1344 on two threads, where both tiles divide the
+# shape (11%); in uopc's plans at 1024, 4-6% with the padding of the last panel (notes 156)
 WIDE_TILE_GAIN = 1.1
-# rows of A per register tile: 8 x 2 vector accumulators. Each step of k loads B's 2 vectors and 8 floats of
-# A for 16 FMAs; a 4 x 64 tile (4 x 4 accumulators) loads 4 vectors for as many, twice B's traffic from L2:
+# rows of A per register tile: 8 x 2 (or 3) vector accumulators. Each step of k loads B's 2 vectors and 8
+# floats of A for 16 FMAs; a 4 x 64 tile (4 x 4 accumulators) loads 4 vectors for as many, twice B's traffic from L2:
 # 1024 and 512, one thread, CPU time, numpy in the same rounds: 0.83-0.87x numpy against 0.72-0.75x (chapter 13)
 TILE_ROWS = 8
 # multiply-adds (m n k) from which a matmul is packed: 128^3. bench_gemm.py --compare-unpacked, all three
@@ -185,8 +186,10 @@ def panel_width(n: int, threads: int) -> int:
     """The widest of PANELS unless, for n columns split into panels among `threads`, the busiest thread
     would get more than WIDE_TILE_GAIN times the columns the narrowest panels leave it: a last panel that
     n does not fill is padded, and the panels may not split evenly. At n = 1024 on two threads, panels of
-    48 leave a thread 11 of 22 (528 columns, 16 of them padding) against 16 of 32 (512), and the plan ran
-    4-6% faster; at 512, 6 of 11 (288) against 8 of 16 (256), and it ran 10% slower."""
+    48 leave a thread 11 of 22 (528 columns; the last panel holds 32 of padding) against 16 of 32 (512), and
+    the plan ran 4-6% faster; at 512, 6 of 11 (288) against 8 of 16 (256), and it ran 10% slower."""
+    if threads < 1:
+        raise ValueError(f"panel_width: {threads} threads; a plan that packs runs on at least one")
 
     def busiest(width: int) -> int:
         panels = -(-n // width)
@@ -248,14 +251,14 @@ def pack_kernel(p: Packable) -> UOp:
 def copy_block(p: Packable) -> tuple[int, bool]:
     """The rows of k a copy writes to one block before the next, and whether k runs inside the block's lanes.
 
-    A panel of B stored as (n, k) gathers, at each k, 32 floats from 32 rows k floats apart: at k = 1024,
-    32 lines in one set of the 12-way L1, each evicted before the next k reads the rest of it. Its lanes
-    go outside a block of rows of k instead, each lane reading whole lines (the copy alone, one thread,
-    n = k = 1024: 0.69-0.79 ms before, 0.44 ms with blocks of LINE_FLOATS rows; notes 144). Blocks of four
-    lines let the prefetcher fetch a row's next lines while the block reads it: in a plan, after the matmul
-    has pushed B out of the core's caches, the copy at 1024 took 0.44 ms against 0.78 with blocks of one
-    line (notes 157). A's groups of 8 rows stored as (m, k) take only 8 lines of a set, and ran 8% slower in
-    this order: they keep the order of rows narrower than a line (pack_kernel)."""
+    A panel of B stored as (n, k) gathers, at each k, a float from each of its 32 or 48 rows, k floats
+    apart: at k = 1024, as many lines in one set of the 12-way L1, each evicted before the next k reads the
+    rest of it. Its lanes go outside a block of rows of k instead, each lane reading whole lines (the copy
+    alone, one thread, n = k = 1024: 0.69-0.79 ms before, 0.44 ms with blocks of LINE_FLOATS rows; notes
+    144). Blocks of four lines let the prefetcher fetch a row's next lines while the block reads it: in a
+    plan, after the matmul has pushed B out of the core's caches, the copy at 1024 took 0.44 ms against 0.78
+    with blocks of one line (notes 157). A's groups of 8 rows stored as (m, k) take only 8 lines of a set,
+    and ran 8% slower in this order: they keep the order of rows narrower than a line (pack_kernel)."""
     rows, width = p.blocks[1:]
     if width < LINE_FLOATS:
         return next(b for b in (COPY_ROWS, 4, 2, 1) if rows % b == 0), False
@@ -269,9 +272,9 @@ def copy_opts(copy: UOp) -> Opts:
     with the largest stride, so that each thread's inner loops walk the operand in memory order; and its
     panel's width moved as vectors where the operand lies along it too.
 
-    B of A @ B, stored as (k, n), is copied in panels of 32 columns. Threaded over the panels, as
-    choose_opts would, a thread reads 32 floats from each of k rows n floats apart, each row in a page of
-    its own, and the prefetchers do not cross pages; threaded over k, a thread reads whole rows, 32 floats of
+    B of A @ B, stored as (k, n), is copied in panels of w = 32 or 48 columns. Threaded over the panels, as
+    choose_opts would, a thread reads w floats from each of k rows n floats apart, each row in a page of
+    its own, and the prefetchers do not cross pages; threaded over k, a thread reads whole rows, w floats of
     each panel in turn, and the copy takes half the time (DEBUG=3, n = 1024; notes 116). B stored as (n, k)
     (A @ B.T) is read down its columns either way; its largest stride is the panel's, as choose_opts has it."""
     opts = copy_vectors(copy, choose_opts(copy))
@@ -284,10 +287,11 @@ def copy_opts(copy: UOp) -> Opts:
 
 
 def copy_vectors(copy: UOp, opts: Opts) -> Opts:
-    """`opts` with a copy's innermost axis (a panel's width, 32 or 8 floats) as whole vectors, where the operand lies
-    along it as the panel does (B stored as (k, n), A as (k, m)): a vector load and a vector store per 16
-    floats. gcc does not vectorize the plain loop itself: in a threaded kernel the loop sits in the function
-    OpenMP outlines, where, with -fwrapv, it cannot prove that the int index does not wrap (notes 133)."""
+    """`opts` with a copy's innermost axis (a panel's width, 48, 32 or 8 floats) as whole vectors, where the
+    operand lies along it as the panel does (B stored as (k, n), A as (k, m)): a vector load and a vector store
+    per 16 floats. gcc did not vectorize the plain loop itself: in a threaded kernel the loop sits in the
+    function OpenMP outlines, where, with -fwrapv, it could not prove that an int index does not wrap (notes
+    133; indices are 64-bit now where they cannot wrap, notes 155, and the copies keep their named vectors)."""
     width = max((u for u in copy.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg.axis)
     lanes = min(VECTOR_LANES, width.src[0].arg)
     if not can_vectorize(copy, width.arg.axis, lanes):  # B stored as (n, k): a transpose, read down columns

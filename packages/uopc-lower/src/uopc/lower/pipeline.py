@@ -204,10 +204,11 @@ def plan_key(graph: UOp, opt: bool, pack: int = 0) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def restore_plan(graph: UOp, opt: bool, backend: Backend, key: str) -> tuple[Plan, CompiledPlan] | None:
+def restore_plan(graph: UOp, opt: bool, backend: Backend, key: str, pack: int) -> tuple[Plan, CompiledPlan] | None:
     """The plan of `graph`, compiled on `backend`, read back from the backend's plan store; None when the
-    backend has no store or the store has no plan under `key`. Nothing is made, linearized or rendered:
-    the plan's kernels and the programs are made again only if someone asks for them."""
+    backend has no store or the store has no plan under `key` (plan_key of the same `opt` and `pack`). Nothing
+    is made, linearized or rendered: the plan's kernels and the programs are made again only if someone asks
+    for them."""
     if backend.store is None:
         return None
     start = time.perf_counter()
@@ -223,7 +224,7 @@ def restore_plan(graph: UOp, opt: bool, backend: Backend, key: str) -> tuple[Pla
         manifest.buffers,
         manifest.n_inputs,
         manifest.outputs,
-        make_kernels=lambda: _kernels_again(graph, opt, backend.packing(), manifest),
+        make_kernels=lambda: _kernels_again(graph, opt, pack, manifest),
     )
     times = StageTimes(0.0, 0.0, 0.0, looked_up - start, loaded - looked_up)
     return plan, CompiledPlan(

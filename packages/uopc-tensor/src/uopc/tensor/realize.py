@@ -126,7 +126,7 @@ class Realizer:
         pack = backend.packing()
         plan = self.plans.find(graph, opt, pack)
         key = plan_key(graph, opt, pack) if backend.store is not None and plan is None else None
-        restored = restore_plan(graph, opt, backend, key) if key is not None and not beam else None
+        restored = restore_plan(graph, opt, backend, key, pack) if key is not None and not beam else None
         if restored is not None:
             plan, compiled = restored
             self.plans.add_restored(graph, opt, plan, pack)
