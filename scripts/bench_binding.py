@@ -22,6 +22,7 @@ import json
 import os
 import subprocess
 import sys
+import unittest.mock
 from collections.abc import Iterator
 
 import stamp
@@ -74,11 +75,12 @@ def busy_core(busy: bool) -> Iterator[None]:
 
 def cell(policy: dict[str, str], busy: bool, args: argparse.Namespace, threads: int) -> dict[str, float]:
     """One cell's medians: the matmuls in a child process under `policy`, then the steps under it."""
-    saved = dict(os.environ)
-    for name in ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY"):  # the user's own placement, if any
-        os.environ.pop(name, None)
-    os.environ.update({**policy, "OMP_NUM_THREADS": str(threads)})
-    try:
+    from uopc.backend.c import openmp
+
+    with unittest.mock.patch.dict(os.environ):
+        for name in openmp.USER_PLACEMENT:  # the user's own placement, if any
+            os.environ.pop(name, None)
+        os.environ.update({**policy, "OMP_NUM_THREADS": str(threads)})
         with busy_core(busy):
             command = [sys.executable, __file__, "--child", "--repeats", str(args.repeats)]
             done = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -86,9 +88,6 @@ def cell(policy: dict[str, str], busy: bool, args: argparse.Namespace, threads: 
                 raise SystemExit(f"the matmuls' child failed:\n{done.stderr[-3000:]}")
             medians: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
             medians.update(step_medians(args.steps, threads))
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
     return medians
 
 
