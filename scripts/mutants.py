@@ -310,6 +310,22 @@ MUTANTS: list[Mutant] = [
         LOWER_TESTS,
         "the panel width ignores how panels split among threads: 16 threads get 22 wide panels for 2 x 16 narrow",
     ),
+    Mutant(
+        "groups_not_shared",
+        LOWER + "pack.py",
+        "if threads > 1 and a.blocks[0] % threads == 0:",
+        "if threads < 1 and a.blocks[0] % threads == 0:",
+        LOWER_TESTS,
+        "a matmul with A packed threads its panels: each thread walks all of packed A, not its own share of it",
+    ),
+    Mutant(
+        "shares_drop_groups",
+        LOWER + "pack.py",
+        "if threads > 1 and a.blocks[0] % threads == 0:",
+        "if threads > 1:",
+        (C_T + "test_packing.py",),
+        "A's groups are shared among threads that do not divide them: the groups past the last whole share are lost",
+    ),
     # ---- uopc-backend-c: the C renderer ----
     Mutant(
         "loop_skips_first",

@@ -45,12 +45,12 @@ def run(plan: Plan, *inputs: Array) -> Array:
     return buffers[plan.outputs[0]]
 
 
-def check(m: int, k: int, n: int, layout: str, seed: int = 0) -> Plan:
+def check(m: int, k: int, n: int, layout: str, seed: int = 0, threads: int = 1) -> Plan:
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((k, m) if layout == "atb" else (m, k)).astype(np.float32)
     b = rng.standard_normal((n, k) if layout == "abt" else (k, n)).astype(np.float32)
     x, y = (a.T if layout == "atb" else a), (b.T if layout == "abt" else b)
-    plan = make_plan(normalize([matmul(m, k, n, layout)])[0], pack=1)
+    plan = make_plan(normalize([matmul(m, k, n, layout)])[0], pack=threads)
     got = run(plan, a, b).reshape(m, n)
     want = x.astype(np.float64) @ y.astype(np.float64)
     bound = k * np.finfo(np.float32).eps * (np.abs(x) @ np.abs(y))  # sums of k products, in any order
@@ -86,6 +86,23 @@ def test_packed_matmul_matches_numpy(m: int, k: int, n: int, layout: str) -> Non
 )
 def test_packed_matmul_matches_numpy_at_any_shape(m: int, k: int, panels: int, layout: str) -> None:
     check(m, k, 32 * panels, layout, seed=m * k)
+
+
+@pytest.mark.o0
+@pytest.mark.parametrize(
+    ("m", "threads", "shared"),
+    # 2 and 6 groups of 8 rows shared among 2 and 3 threads; 3 groups for 2 threads and 1 group for 2, which
+    # do not split evenly: the panels or the groups are threaded as for one thread
+    [(16, 2, True), (48, 3, True), (24, 2, False), (8, 2, False)],
+)
+def test_packed_a_shared_among_threads_matches_numpy(m: int, threads: int, shared: bool) -> None:
+    """A.T @ B planned for `threads`: where A's groups of rows split evenly among them, the matmul's threaded
+    loop is one of `threads` shares of the groups (pack.share_groups), whatever count OpenMP runs."""
+    plan = check(m, 24, 96, "atb", seed=m, threads=threads)
+    *_, product = plan.kernels
+    assert product.opts.thread is not None
+    loop = next(u for u in product.ast.toposort() if u.op is Ops.RANGE and u.arg.axis == product.opts.thread)
+    assert (loop.src[0].arg == threads and loop.arg.axis > 3) == shared  # the share loop is a new axis
 
 
 @pytest.mark.parametrize(

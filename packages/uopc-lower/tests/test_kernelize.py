@@ -282,6 +282,25 @@ def test_panels_are_48_wide_where_the_busiest_thread_gains_from_it(n: int, threa
     assert plan.buffers[plan.steps[0].buffers[1]].size == -(-n // width) * width * n
 
 
+@pytest.mark.parametrize("threads", [2, 4])
+def test_each_thread_reads_its_own_share_of_packed_a_and_all_of_b(threads: int) -> None:
+    """A.T @ B at 512 packs A into 64 groups of 8 rows. The matmul's threaded loop runs `threads` shares: the
+    load of packed A moves by a 1 / threads of its buffer from one share to the next, so each thread reads its
+    own part of A, and the load of B's panels does not move with it: every thread walks all of B."""
+    a = buf(0, 512, 512).permute((1, 0))
+    products = a.reshape((512, 1, 512)).expand((512, 512, 512)) * buf(1, 512, 512).permute((1, 0)).reshape(
+        (1, 512, 512)
+    ).expand((512, 512, 512))
+    plan = make_plan(normalize([products.sum([2])])[0], pack=threads)
+    product = plan.kernels[-1]
+    share = next(u for u in product.ast.toposort() if u.op is Ops.RANGE and u.arg.axis == product.opts.thread)
+    assert share.src[0].arg == threads
+    loads = [u for u in product.ast.toposort() if u.op is Ops.LOAD]
+    strides = [linear_terms(u.src[1])[0].get(share, 0) for u in loads]
+    packed_a = plan.buffers[plan.steps[1].buffers[1]].size
+    assert sorted(strides) == [0, packed_a // threads]
+
+
 def test_the_copy_of_a_writes_whole_lines_to_one_group_before_the_next() -> None:
     """A.T @ B packs A (stored (k, m)) into groups of 8 rows: a row of A gives each group 8 floats, half a
     cache line. The copy takes its rows in blocks, so its innermost loops write 8 rows of a group, 64 floats
