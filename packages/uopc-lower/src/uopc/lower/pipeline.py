@@ -200,7 +200,7 @@ def plan_key(graph: UOp, opt: bool, pack: int = 0) -> str:
     """The name a plan store keeps the plan of a normalized graph under: a digest of the graph's text, the
     optimizer and packing settings and the lowering code. The backend adds its own settings (its code, its
     compiler)."""
-    text = "\0".join([to_uir(graph), f"opt={opt}", f"pack={int(pack)}", lowering_code()])
+    text = "\0".join([to_uir(graph), f"opt={opt}", f"pack={pack}", lowering_code()])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
