@@ -216,9 +216,10 @@ def test_the_plan_used_least_recently_is_dropped_first() -> None:
     assert cache.made == 4
 
 
-def matmul(n: int, transposed: bool) -> UOp:
-    """A @ B, or A @ B.T, of n x n buffers, as Tensor.matmul builds it."""
+def matmul(n: int, transposed: bool, a_transposed: bool = False) -> UOp:
+    """A @ B, or A @ B.T (or A.T @ B, a weight's gradient), of n x n buffers, as Tensor.matmul builds it."""
     a, b = buf(0, n, n), buf(1, n, n)
+    a = a.permute((1, 0)) if a_transposed else a
     b_kn = b.permute((1, 0)) if transposed else b
     products = a.reshape((n, 1, n)).expand((n, n, n)) * b_kn.permute((1, 0)).reshape((1, n, n)).expand((n, n, n))
     return products.sum([2])
@@ -287,11 +288,7 @@ def test_each_thread_reads_its_own_share_of_packed_a_and_all_of_b(threads: int) 
     """A.T @ B at 512 packs A into 64 groups of 8 rows. The matmul's threaded loop runs `threads` shares: the
     load of packed A moves by a 1 / threads of its buffer from one share to the next, so each thread reads its
     own part of A, and the load of B's panels does not move with it: every thread walks all of B."""
-    a = buf(0, 512, 512).permute((1, 0))
-    products = a.reshape((512, 1, 512)).expand((512, 512, 512)) * buf(1, 512, 512).permute((1, 0)).reshape(
-        (1, 512, 512)
-    ).expand((512, 512, 512))
-    plan = make_plan(normalize([products.sum([2])])[0], pack=threads)
+    plan = make_plan(normalize([matmul(512, False, a_transposed=True)])[0], pack=threads)
     product = plan.kernels[-1]
     share = next(u for u in product.ast.toposort() if u.op is Ops.RANGE and u.arg.axis == product.opts.thread)
     assert share.src[0].arg == threads
@@ -305,11 +302,7 @@ def test_the_copy_of_a_writes_whole_lines_to_one_group_before_the_next() -> None
     """A.T @ B packs A (stored (k, m)) into groups of 8 rows: a row of A gives each group 8 floats, half a
     cache line. The copy takes its rows in blocks, so its innermost loops write 8 rows of a group, 64 floats
     one after the other, before moving to the next group (row by row it wrote 32 bytes to each group in turn)."""
-    a = buf(0, 512, 512).permute((1, 0))
-    products = a.reshape((512, 1, 512)).expand((512, 512, 512)) * buf(1, 512, 512).permute((1, 0)).reshape(
-        (1, 512, 512)
-    ).expand((512, 512, 512))
-    plan = make_plan(normalize([products.sum([2])])[0], pack=1)
+    plan = make_plan(normalize([matmul(512, False, a_transposed=True)])[0], pack=1)
     _, copy_a, _ = plan.kernels
     program = linearize(copy_a)
     strides, _ = linear_terms(next(u for u in program.uops if u.op is Ops.STORE).src[1])
