@@ -10,8 +10,8 @@ and the seconds the search took (0 where the kernel cache held the choices alrea
 to an empty folder to time the searches).
 
 Two thread pools that spin after their work (libgomp's for uopc, OpenBLAS's for numpy) starve each other on a
-small machine, so each case times its sides apart: ROUNDS rounds of a block of uopc runs, a pause, a block
-of numpy runs, a pause; medians are over all the rounds' runs.
+small machine, so each case times its sides apart: ROUNDS rounds of a pause and a block of uopc runs, then
+a pause and a block of numpy runs; medians are over all the rounds' runs.
 
 On a busy machine wall-clock times of two threads measure the other load as much as the kernels. With
 `--threads 1` every side runs on one thread (OMP_NUM_THREADS=1 for uopc, threadpoolctl's limit for numpy,
@@ -118,7 +118,7 @@ class Times:
 def blocks(
     run: Callable[[], None], other: Callable[[], None] | None, repeats: int, one_thread: bool
 ) -> tuple[Times, Times | None]:
-    """The times of `run` and of `other`: wall clock, in alternating blocks with pauses between them; on
+    """The times of `run` and of `other`: wall clock, in alternating blocks, each after a pause; on
     `one_thread`, thread CPU time, the two sides' runs alternating one by one."""
     if one_thread:
         return alternating(run, other, repeats)
@@ -128,12 +128,14 @@ def blocks(
         for fn, times in ((run, mine), (other, theirs)):
             if fn is None:
                 continue
+            # a pause before each block, not after it: uopc_runner checks a plan against numpy's matmul,
+            # whose pool then spins, and the first block timed right after it ran at half speed (notes 160)
+            time.sleep(PAUSE_S)
             fn()  # one untimed call: the pool wakes, the caches fill
             for _ in range(repeats):
                 start = time.perf_counter()
                 fn()
                 times.append(time.perf_counter() - start)
-            time.sleep(PAUSE_S)
     return Times.of(mine), Times.of(theirs) if theirs else None
 
 
