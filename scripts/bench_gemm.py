@@ -11,7 +11,11 @@ to an empty folder to time the searches).
 
 Two thread pools that spin after their work (libgomp's for uopc, OpenBLAS's for numpy) starve each other on a
 small machine, so each case times its sides apart: ROUNDS rounds of a pause and a block of uopc runs, then
-a pause and a block of numpy runs; medians are over all the rounds' runs.
+a pause and a block of numpy runs; medians are over all the rounds' runs. PyTorch's column is timed in a
+process of its own, before the rest, its runs back to back: PyTorch brings a libgomp.so.1 of its own, and
+in a process that has loaded it uopc's kernels run on it, under the settings it read as it loaded, not
+uopc's (notes 161). Run the script from the torch environment (`hatch -e torch run ...`) to fill that
+column.
 
 On a busy machine wall-clock times of two threads measure the other load as much as the kernels. With
 `--threads 1` every side runs on one thread (OMP_NUM_THREADS=1 for uopc, threadpoolctl's limit for numpy,
@@ -33,9 +37,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -167,13 +174,9 @@ def blas_kernel() -> str:
 
 def limit_threads(threads: int) -> contextlib.AbstractContextManager[object]:
     """Every side on `threads` threads: OMP_NUM_THREADS for uopc's OpenMP loops (read when libgomp loads,
-    with the first compiled kernel), torch's setting, and threadpoolctl's limit on numpy's BLAS, entered
-    once for the whole run."""
+    with the first compiled kernel) and threadpoolctl's limit on numpy's BLAS, entered once for the whole
+    run. PyTorch's process sets its own (torch_child)."""
     os.environ["OMP_NUM_THREADS"] = str(threads)
-    with contextlib.suppress(ImportError):
-        import torch
-
-        torch.set_num_threads(threads)
     from threadpoolctl import threadpool_limits
 
     limits: contextlib.AbstractContextManager[object] = threadpool_limits(limits=threads)
@@ -216,11 +219,9 @@ def uopc_runner(plan: Plan, a: Array, b: Array, layout: str, beam: int | None = 
     return lambda: compiled.executable.run(buffers), compiled.times.search
 
 
-def torch_runner(a: Array, b: Array, layout: str) -> Callable[[], None] | None:
-    try:
-        import torch
-    except ImportError:
-        return None
+def torch_runner(a: Array, b: Array, layout: str) -> Callable[[], None]:
+    import torch
+
     x, y = torch.from_numpy(a), torch.from_numpy(b)
     x, y = (x.T, y) if layout == "atb" else (x, y.T) if layout == "abt" else (x, y)
     out = torch.empty(a.shape, dtype=torch.float32)
@@ -229,6 +230,48 @@ def torch_runner(a: Array, b: Array, layout: str) -> Callable[[], None] | None:
         torch.matmul(x, y, out=out)
 
     return run
+
+
+def torch_child(sizes: list[int], repeats: int, threads: int | None) -> dict[str, Any]:
+    """In PyTorch's process: its version, and its median seconds for each size and layout, keyed "n layout",
+    over ROUNDS x repeats runs back to back after a few untimed ones (no other pool shares this process, so
+    nothing to pause for); thread CPU time on one thread, as `alternating` times."""
+    # importing this module (uopc) set a short spin for uopc's libgomp; PyTorch's libgomp would read it too,
+    # and its 256 matmul then ran at a quarter of its speed in turns with pauses: PyTorch gets its default
+    os.environ.pop("GOMP_SPINCOUNT", None)
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
+    clock = time.thread_time if threads == 1 else time.perf_counter
+    medians = {}
+    for n in sizes:
+        a, b = operands(n)
+        for layout in LAYOUTS.values():
+            run = torch_runner(a, b, layout)
+            for _ in range(3):
+                run()
+            runs = []
+            for _ in range(ROUNDS * repeats):
+                start = clock()
+                run()
+                runs.append(clock() - start)
+            medians[f"{n} {layout}"] = statistics.median(runs)
+    return {"version": torch.__version__, "medians": medians}
+
+
+def torch_times(sizes: list[int], repeats: int, threads: int | None) -> dict[str, Any]:
+    """torch_child's answer, from a process of its own (the module's docstring says why); empty where
+    PyTorch is not installed."""
+    command = [sys.executable, __file__, "--torch-child", "--sizes", *map(str, sizes), "--repeats", str(repeats)]
+    command += ["--threads", str(threads)] if threads else []
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0 and "No module named 'torch'" in done.stderr:
+        return {}
+    if done.returncode != 0:
+        raise SystemExit(f"timing PyTorch failed:\n{done.stderr[-3000:]}")
+    answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return answer
 
 
 def row(
@@ -261,7 +304,9 @@ def ladder(n: int, repeats: int, one_thread: bool) -> list[str]:
     return lines
 
 
-def layouts(sizes: list[int], repeats: int, unpacked: bool, beam: int, one_thread: bool) -> list[str]:
+def layouts(
+    sizes: list[int], repeats: int, unpacked: bool, beam: int, one_thread: bool, torch_s: dict[str, float]
+) -> list[str]:
     """The default plan of each layout and size, and with a `beam`, the same plan searched; with `unpacked`,
     also the plan without packing (choose_opts's tile and threads on the plain matmul), to see from which size
     packing pays."""
@@ -270,8 +315,6 @@ def layouts(sizes: list[int], repeats: int, unpacked: bool, beam: int, one_threa
         a, b = operands(n)
         for product, layout in LAYOUTS.items():
             numpy_run, _ = numpy_runner(a, b, layout)
-            torch_run = torch_runner(a, b, layout)
-            torch_s = None if torch_run is None else blocks(torch_run, None, repeats, one_thread)[0].median
             plans = {f"{product}, n = {n}": "packed+threads"}
             if unpacked:
                 plans[f"{product}, n = {n}, not packed"] = "unpacked"
@@ -282,7 +325,7 @@ def layouts(sizes: list[int], repeats: int, unpacked: bool, beam: int, one_threa
                 if beam and which == "packed+threads":
                     best, search_s = uopc_runner(plan_for(n, layout, which), a, b, layout, beam)
                     searched = blocks(best, None, repeats, one_thread)[0].median, search_s
-                lines.append(row(name, n, uopc_t, numpy_t, torch_s, searched))
+                lines.append(row(name, n, uopc_t, numpy_t, torch_s.get(f"{n} {layout}"), searched))
                 print(lines[-1], flush=True)
     return lines
 
@@ -302,14 +345,20 @@ def main() -> None:
     parser.add_argument(
         "--threads", type=positive_int, help="run every side on this many threads (1: timed by thread CPU time)"
     )
+    parser.add_argument("--torch-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.torch_child:
+        print(json.dumps(torch_child(args.sizes, args.repeats, args.threads)))
+        return
 
     one_thread = args.threads == 1
     header = HEADER + "\n" + "| --- " + "| ---: " * 9 + "|"
+    torch = torch_times(args.sizes, args.repeats, args.threads)
     print(header, flush=True)
     with limit_threads(args.threads) if args.threads else contextlib.nullcontext():
         steps = [] if args.no_ladder else ladder(args.ladder_size, args.repeats, one_thread)
-        lines = steps + layouts(args.sizes, args.repeats, args.compare_unpacked, args.beam, one_thread)
+        medians = torch.get("medians", {})
+        lines = steps + layouts(args.sizes, args.repeats, args.compare_unpacked, args.beam, one_thread, medians)
     timing = (
         f"ONE THREAD for every side, times are this thread's CPU time (time.thread_time); medians and minima of "
         f"{ROUNDS * args.repeats} runs, uopc and numpy (OpenBLAS) runs alternating one by one"
@@ -317,12 +366,13 @@ def main() -> None:
         else f"{args.threads or 'all'} threads; wall-clock medians and minima of {ROUNDS} rounds of {args.repeats} "
         f"runs, uopc and numpy (OpenBLAS) timed in alternating blocks with {PAUSE_S} s pauses"
     )
+    peer = f"PyTorch {torch['version']}, in a process of its own, runs back to back" if torch else "no PyTorch"
     about = (
         f"float32 matmuls: the ladder is A @ B at n = {args.ladder_size}, the other rows uopc's default plan "
         f"for the C backend; {timing}; load average {os.getloadavg()[0]:.1f} at the end; "
         f"{os.cpu_count()} CPUs ({platform.machine()}), CC={compiler()}, "
-        f"CFLAGS={cflags()}, numpy {np.__version__} ({blas_kernel()}); searched: the default plan with each "
-        f"kernel's opts found by a beam search of width {args.beam}, and the seconds the search took"
+        f"CFLAGS={cflags()}, numpy {np.__version__} ({blas_kernel()}); {peer}; searched: the default plan "
+        f"with each kernel's opts found by a beam search of width {args.beam}, and the seconds the search took"
     )
     text = "\n".join([about, "", header, *lines]) + "\n"
     if args.out is not None:
