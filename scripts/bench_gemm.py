@@ -236,8 +236,8 @@ def torch_child(sizes: list[int], repeats: int, threads: int | None) -> dict[str
     """In PyTorch's process: its version, and its median seconds for each size and layout, keyed "n layout",
     over ROUNDS x repeats runs back to back after a few untimed ones (no other pool shares this process, so
     nothing to pause for); thread CPU time on one thread, as `alternating` times."""
-    # importing this module (uopc) set a short spin for uopc's libgomp; PyTorch's libgomp would read it too,
-    # and its 256 matmul then ran at a quarter of its speed in turns with pauses: PyTorch gets its default
+    # importing this module (uopc) put uopc's short spin in the environment (openmp.shorten_spin), where
+    # PyTorch's libgomp would read it as it loads: PyTorch runs with its own default, as in a PyTorch program
     os.environ.pop("GOMP_SPINCOUNT", None)
     import torch
 
