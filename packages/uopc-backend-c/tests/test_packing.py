@@ -96,15 +96,17 @@ def test_packed_matmul_matches_numpy_at_any_shape(m: int, k: int, panels: int, l
     [(16, 2, True), (48, 3, True), (24, 2, False), (8, 2, False)],
 )
 def test_packed_a_shared_among_threads_matches_numpy(m: int, threads: int, shared: bool) -> None:
-    """A.T @ B planned for `threads`: where A's groups of rows split evenly among them, the matmul's threaded
-    loop is one of `threads` shares of the groups (pack.share_groups), whatever count OpenMP runs."""
+    """A.T @ B planned for `threads`: where A's groups of rows split evenly among them, each trip of the
+    matmul's threaded loop reads its own 1 / threads of packed A (pack.share_groups), whatever count OpenMP
+    runs; elsewhere a trip reads one group (rows threaded) or all of A (panels threaded)."""
     plan = check(m, 24, 96, "atb", seed=m, threads=threads)
     *_, product = plan.kernels
-    assert product.opts.thread is not None
-    ranges = [u for u in product.ast.toposort() if u.op is Ops.RANGE]
-    loop = next(u for u in ranges if u.arg.axis == product.opts.thread)
-    newest = max(u.arg.axis for u in ranges)  # share_groups adds the loop of shares last
-    assert (loop.src[0].arg == threads and loop.arg.axis == newest) == shared
+    loop = next(u for u in product.ast.toposort() if u.op is Ops.RANGE and u.arg.axis == product.opts.thread)
+    packed_a = plan.steps[1].buffers[1]  # the copy of A writes it; the matmul reads it in this slot
+    slot = plan.steps[-1].buffers.index(packed_a)
+    a_load = next(u for u in product.ast.toposort() if u.op is Ops.LOAD and u.src[0].arg.slot == slot)
+    step = linear_terms(a_load.src[1])[0].get(loop, 0)
+    assert (loop.src[0].arg == threads and step == plan.buffers[packed_a].size // threads) == shared
 
 
 @pytest.mark.parametrize(
