@@ -122,6 +122,13 @@ class Times:
         return Times(statistics.median(runs), min(runs))
 
 
+def timed(fn: Callable[[], None], clock: Callable[[], float] = time.perf_counter) -> float:
+    """The seconds one call of `fn` takes, on `clock`."""
+    start = clock()
+    fn()
+    return clock() - start
+
+
 def blocks(
     run: Callable[[], None], other: Callable[[], None] | None, repeats: int, one_thread: bool
 ) -> tuple[Times, Times | None]:
@@ -139,10 +146,7 @@ def blocks(
             # whose pool then spins, and the first block timed right after it ran at half speed (notes 160)
             time.sleep(PAUSE_S)
             fn()  # one untimed call: the pool wakes, the caches fill
-            for _ in range(repeats):
-                start = time.perf_counter()
-                fn()
-                times.append(time.perf_counter() - start)
+            times.extend(timed(fn) for _ in range(repeats))
     return Times.of(mine), Times.of(theirs) if theirs else None
 
 
@@ -155,9 +159,7 @@ def alternating(run: Callable[[], None], other: Callable[[], None] | None, repea
         fn()  # untimed: the caches fill
     for _ in range(ROUNDS * repeats):
         for fn, runs in zip(sides, times, strict=True):
-            start = time.thread_time()
-            fn()
-            runs.append(time.thread_time() - start)
+            runs.append(timed(fn, time.thread_time))
     return Times.of(times[0]), Times.of(times[1]) if other is not None else None
 
 
@@ -236,9 +238,6 @@ def torch_child(sizes: list[int], repeats: int, threads: int | None) -> dict[str
     """In PyTorch's process: its version, and its median seconds for each size and layout, keyed "n layout",
     over ROUNDS x repeats runs back to back after a few untimed ones (no other pool shares this process, so
     nothing to pause for); thread CPU time on one thread, as `alternating` times."""
-    # importing this module (uopc) put uopc's short spin in the environment (openmp.shorten_spin), where
-    # PyTorch's libgomp would read it as it loads: PyTorch runs with its own default, as in a PyTorch program
-    os.environ.pop("GOMP_SPINCOUNT", None)
     import torch
 
     if threads:
@@ -251,12 +250,7 @@ def torch_child(sizes: list[int], repeats: int, threads: int | None) -> dict[str
             run = torch_runner(a, b, layout)
             for _ in range(3):
                 run()
-            runs = []
-            for _ in range(ROUNDS * repeats):
-                start = clock()
-                run()
-                runs.append(clock() - start)
-            medians[f"{n} {layout}"] = statistics.median(runs)
+            medians[f"{n} {layout}"] = statistics.median(timed(run, clock) for _ in range(ROUNDS * repeats))
     return {"version": torch.__version__, "medians": medians}
 
 
@@ -353,11 +347,11 @@ def main() -> None:
 
     one_thread = args.threads == 1
     header = HEADER + "\n" + "| --- " + "| ---: " * 9 + "|"
-    torch = torch_times(args.sizes, args.repeats, args.threads)
+    pytorch = torch_times(args.sizes, args.repeats, args.threads)
     print(header, flush=True)
     with limit_threads(args.threads) if args.threads else contextlib.nullcontext():
         steps = [] if args.no_ladder else ladder(args.ladder_size, args.repeats, one_thread)
-        medians = torch.get("medians", {})
+        medians = pytorch.get("medians", {})
         lines = steps + layouts(args.sizes, args.repeats, args.compare_unpacked, args.beam, one_thread, medians)
     timing = (
         f"ONE THREAD for every side, times are this thread's CPU time (time.thread_time); medians and minima of "
@@ -366,7 +360,7 @@ def main() -> None:
         else f"{args.threads or 'all'} threads; wall-clock medians and minima of {ROUNDS} rounds of {args.repeats} "
         f"runs, uopc and numpy (OpenBLAS) timed in alternating blocks with {PAUSE_S} s pauses"
     )
-    peer = f"PyTorch {torch['version']}, in a process of its own, runs back to back" if torch else "no PyTorch"
+    peer = f"PyTorch {pytorch['version']}, in a process of its own, runs back to back" if pytorch else "no PyTorch"
     about = (
         f"float32 matmuls: the ladder is A @ B at n = {args.ladder_size}, the other rows uopc's default plan "
         f"for the C backend; {timing}; load average {os.getloadavg()[0]:.1f} at the end; "

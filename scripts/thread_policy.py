@@ -26,7 +26,6 @@ take least time together (the sum of each step's median, relative to that step's
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import math
 import os
@@ -285,10 +284,9 @@ def kernel_part(repeats: int) -> str:
 
     # every kernel with an output axis to share is threaded, to be measured both ways
     shipped, opt.THREAD_MIN_WORK = opt.THREAD_MIN_WORK, 1
-    from uopc.backend.c import openmp
+    from uopc.backend.c import start_openmp
 
-    with openmp.workers_bound():  # as the first kernel library starts it: the workers bound to cores
-        gomp = ctypes.CDLL("libgomp.so.1")
+    gomp = start_openmp()  # as the first kernel library starts it: the workers bound to cores
     text = report([t for model in MODELS for t in measure(model, repeats, gomp)], shipped)
     print(text, flush=True)
     return text

@@ -1,13 +1,19 @@
 """Shared set-up for the end-to-end tests: a private kernel cache and data folder for the session.
 
 Kernels are compiled into a fresh folder, so a run never reads or fills the user's ~/.cache/uopc and always
-measures the cold path; a data set a test needs is fetched into a fresh $UOPC_DATA the same way.
+measures the cold path; a data set a test needs is fetched into a fresh $UOPC_DATA the same way. libgomp
+starts here, with uopc's settings, before any test module imports PyTorch, which brings a libgomp of its own
+(uopc warns where that one was loaded first).
 """
 
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from uopc.backend.c import start_openmp
+
+start_openmp()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -320,8 +320,9 @@ def _env_reads(tree: ast.Module) -> list[tuple[str, str, ast.expr | None, int]]:
             elif func == "os.environ.setdefault":
                 found.append((str(node.args[0].value), "set when unset", default, node.lineno))
         elif isinstance(node, ast.Call) and ast.unparse(node.func) == "os.environ.update" and node.args:
-            for name, value in _module_dict(tree, node.args[0]):
-                found.append((name, "set for a while", value, node.lineno))
+            for part in ast.walk(node.args[0]):
+                for name, value in _module_dict(tree, part) if isinstance(part, ast.Name) else []:
+                    found.append((name, "set for a while", value, node.lineno))
         elif (
             isinstance(node, ast.Subscript)
             and ast.unparse(node.value) == "os.environ"
@@ -332,10 +333,9 @@ def _env_reads(tree: ast.Module) -> list[tuple[str, str, ast.expr | None, int]]:
     return found
 
 
-def _module_dict(tree: ast.Module, arg: ast.expr) -> list[tuple[str, ast.expr]]:
-    """The names and values of the module-level dict literal `arg` names (`os.environ.update(BINDING)`)."""
-    if not isinstance(arg, ast.Name):
-        return []
+def _module_dict(tree: ast.Module, arg: ast.Name) -> list[tuple[str, ast.expr]]:
+    """The names and values of the module-level dict literal `arg` names (BINDING, in
+    `os.environ.update(BINDING)` or in a larger expression such as `SPIN | BINDING`)."""
     for node in tree.body:
         if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Dict):
             continue

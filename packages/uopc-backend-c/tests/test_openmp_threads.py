@@ -1,5 +1,6 @@
-"""Where the OpenMP threads of uopc's kernels run: libgomp's workers bound one to a core, the thread that
-calls a kernel moved to the master's core for the call and back, and a user's own settings left alone.
+"""Where the OpenMP threads of uopc's kernels run and how long they spin: libgomp's workers bound one to a
+core, the thread that calls a kernel moved to the master's core for the call and back, the short spin set for
+libgomp's start only, a user's own settings left alone, and a libgomp loaded before uopc's named in a warning.
 
 libgomp reads its settings once per process, so each case runs in a fresh interpreter that loads a kernel
 with a parallel region, which records for each of its threads the one CPU it may run on (-1 where it may
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -25,7 +27,7 @@ from uopc.lower import compile_plan, get_backend, make_plan, normalize
 
 REPORT = textwrap.dedent(
     """
-    import json, os, threading, time
+    import json, os, threading, time, warnings
     import numpy as np
     from uopc.backend.c import Program, openmp
 
@@ -42,7 +44,9 @@ REPORT = textwrap.dedent(
         "  }\\n"
         "}\\n"
     )
-    where = Program(source, "where")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        where = Program(source, "where")
     seen = []
     cores = os.sched_getaffinity(0)
     for _ in range(20):  # pauses long enough for the workers to sleep
@@ -59,7 +63,8 @@ REPORT = textwrap.dedent(
         "main": sorted(os.sched_getaffinity(0)),
         "others": others,
         "threads": openmp.threads(),
-        "env": [name for name in openmp.BINDING if name in os.environ],
+        "env": [name for name in (*openmp.BINDING, *openmp.SPIN) if name in os.environ],
+        "warnings": [str(w.message) for w in caught],
     }))
     """
 )
@@ -68,13 +73,21 @@ CORES = sorted(os.sched_getaffinity(0))
 many_cores = pytest.mark.skipif(len(CORES) < 2, reason="binding workers needs two cores or more")
 
 
-def report(**settings: str) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_PROC_BIND", "OMP_PLACES", "OMP_NUM_THREADS")}
-    command = [sys.executable, "-c", REPORT]
+CHOSEN = ("OMP_PROC_BIND", "OMP_PLACES", "OMP_NUM_THREADS", "GOMP_SPINCOUNT", "OMP_WAIT_POLICY")
+LOAD_LIBGOMP = "import ctypes; ctypes.CDLL('libgomp.so.1')\n"  # as PyTorch's import does, with its own copy
+
+
+def report(before: str = "", **settings: str) -> dict[str, Any]:
+    """REPORT's findings, after the code `before`, in an environment with none of CHOSEN but `settings`. libgomp
+    prints the settings it starts with (OMP_DISPLAY_ENV): their spin count is "spin"."""
+    env = {k: v for k, v in os.environ.items() if k not in CHOSEN} | {"OMP_DISPLAY_ENV": "verbose"}
+    command = [sys.executable, "-c", before + REPORT]
     done = subprocess.run(command, env={**env, **settings}, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     result: dict[str, Any] = json.loads(done.stdout)
-    return result
+    spins = re.findall(r"GOMP_SPINCOUNT = '(\d+)'", done.stderr)
+    assert len(spins) == 1, done.stderr  # libgomp started once
+    return result | {"spin": spins[0]}
 
 
 @many_cores
@@ -123,6 +136,39 @@ def test_no_binding_where_the_threads_do_not_fill_the_cores(monkeypatch: pytest.
         monkeypatch.setenv(name, "0")
         assert not openmp.binds_workers()
         monkeypatch.delenv(name)
+
+
+def test_libgomp_starts_with_the_short_spin_which_then_leaves_the_environment() -> None:
+    """The short spin is for uopc's libgomp alone: child processes, and OpenMP runtimes loaded later, must not
+    inherit it."""
+    result = report()
+    assert result["spin"] == openmp.SPIN["GOMP_SPINCOUNT"]
+    assert result["env"] == []
+    assert result["warnings"] == []
+
+
+@pytest.mark.parametrize(("setting", "spin"), [({"GOMP_SPINCOUNT": "5"}, "5"), ({"OMP_WAIT_POLICY": "passive"}, "0")])
+def test_a_users_spin_or_wait_policy_wins(setting: dict[str, str], spin: str) -> None:
+    result = report(**setting)
+    assert result["spin"] == spin
+    assert result["env"] == [name for name in setting if name in openmp.SPIN]  # the user's value stays
+
+
+def test_a_libgomp_loaded_before_uopcs_first_kernel_is_named_in_a_warning() -> None:
+    result = report(LOAD_LIBGOMP)
+    assert result["spin"] != openmp.SPIN["GOMP_SPINCOUNT"]  # started with the other library's settings
+    assert len(result["warnings"]) == 1
+    assert "/libgomp.so.1" in result["warnings"][0]  # the path of the one loaded
+    assert "start_openmp()" in result["warnings"][0]
+
+
+def test_start_openmp_before_another_library_keeps_uopcs_settings() -> None:
+    result = report("from uopc.backend.c import start_openmp; start_openmp()\n" + LOAD_LIBGOMP)
+    assert result["spin"] == openmp.SPIN["GOMP_SPINCOUNT"]
+    assert result["warnings"] == []
+    assert result["env"] == []
+    if len(CORES) >= 2:
+        assert result["seen"] == [CORES] * 20  # the workers bound, as when a kernel starts libgomp
 
 
 def test_a_plan_and_each_kernel_are_called_through_the_move_to_the_master_core(

@@ -3,6 +3,8 @@
 The backend is three parts (`C_BACKEND`): `CRenderer` (linear programs to one C file), `CCompiler` (C to a
 shared library, through the cache) and `CRuntime` (numpy buffers, and the library loaded as a
 `CExecutable`). `Program` calls one C function, generated or hand-written, with the same checks.
+`start_openmp` starts the OpenMP runtime with uopc's settings, for a program that imports PyTorch (which
+brings its own) before it runs a kernel.
 """
 
 from uopc.backend.c.backend import C_BACKEND
@@ -16,6 +18,7 @@ from uopc.backend.c.compiler import (
     build_cached,
     build_library,
 )
+from uopc.backend.c.openmp import start_openmp
 from uopc.backend.c.program import ArgumentError, Program, numpy_dtype
 from uopc.backend.c.render import (
     C_OPS,
@@ -60,5 +63,6 @@ __all__ = [
     "numpy_dtype",
     "render_c",
     "render_kernel",
+    "start_openmp",
     "this_machine",
 ]

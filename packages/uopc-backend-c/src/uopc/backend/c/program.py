@@ -121,18 +121,15 @@ def check_sharing(fn: str, p: CParam, q: CParam, spans: tuple[tuple[int, int], t
     )
 
 
-openmp.shorten_spin()  # on import: before the first library loads libgomp, which reads the value once
-
-
 @functools.cache
 def load_library(path: Path) -> ctypes.CDLL:
     return open_library(path)
 
 
 def open_library(path: Path) -> ctypes.CDLL:
-    """The library at `path`, loaded; if it is the first to need libgomp, libgomp starts with its worker
-    threads bound to cores (openmp.workers_bound)."""
-    with openmp.workers_bound():
+    """The library at `path`, loaded; if it is the first to need libgomp, libgomp starts with uopc's
+    settings (openmp.starting_runtime)."""
+    with openmp.starting_runtime():
         return ctypes.CDLL(str(path))
 
 
