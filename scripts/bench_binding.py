@@ -3,8 +3,9 @@
 "bound" is uopc's default: libgomp's worker threads bound one to a core, and the thread that calls a plan
 moved to the master's core for the call. "unbound" is the same process with OMP_PROC_BIND=false, which
 uopc leaves as the user set it: every thread goes where the scheduler puts it. Each policy runs on a quiet
-machine and beside a busy loop (a process spinning on one core for the whole cell, as another user's job
-would), over --rounds rounds in which the cells take turns.
+machine, beside a busy loop (a process spinning for the whole cell, as another user's job would) free to
+move, and beside the same loop pinned to the last CPU, where a bound worker thread runs and cannot leave:
+the case binding risks most. The cells take turns, over --rounds rounds.
 
 Each cell is three fresh processes. The matmuls: the three layouts of bench_gemm.py at 512, its default
 plans, timed in blocks of --repeats runs after pauses, as bench_gemm.py times them (no numpy in the
@@ -32,7 +33,7 @@ from arguments import output_file, positive_int
 MEASURES = ["uopc-ir", "uopc-lower", "uopc-backend-c", "uopc-tensor"]
 SIZE = 512
 POLICIES = {"bound": {}, "unbound": {"OMP_PROC_BIND": "false"}}
-CONDITIONS = ("quiet", "busy")
+CONDITIONS = ("quiet", "busy", "pinned")  # pinned: the busy loop confined to the last CPU
 COLUMNS = ["A @ B", "A @ B.T", "A.T @ B", "MLP step", "GPT step"]
 
 
@@ -63,9 +64,12 @@ def step_medians(steps: int, threads: int) -> dict[str, float]:
 
 
 @contextlib.contextmanager
-def busy_core(busy: bool) -> Iterator[None]:
-    """A process that spins for as long as the cell runs, where `busy`."""
-    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
+def busy_core(condition: str) -> Iterator[None]:
+    """A process that spins for as long as the cell runs, unless the machine is to be quiet; where "pinned",
+    confined to the last CPU this process may use."""
+    cpus = {max(os.sched_getaffinity(0))} if condition == "pinned" else os.sched_getaffinity(0)
+    loop = f"import os\nos.sched_setaffinity(0, {cpus})\nwhile True: pass"
+    spinner = subprocess.Popen([sys.executable, "-c", loop]) if condition != "quiet" else None
     try:
         yield
     finally:
@@ -74,7 +78,7 @@ def busy_core(busy: bool) -> Iterator[None]:
             spinner.wait()
 
 
-def cell(policy: dict[str, str], busy: bool, args: argparse.Namespace, threads: int) -> dict[str, float]:
+def cell(policy: dict[str, str], condition: str, args: argparse.Namespace, threads: int) -> dict[str, float]:
     """One cell's medians: the matmuls in a child process under `policy`, then the steps under it."""
     from uopc.backend.c import openmp
 
@@ -82,7 +86,7 @@ def cell(policy: dict[str, str], busy: bool, args: argparse.Namespace, threads: 
         for name in openmp.USER_PLACEMENT:  # the user's own placement, if any
             os.environ.pop(name, None)
         os.environ.update({**policy, "OMP_NUM_THREADS": str(threads)})
-        with busy_core(busy):
+        with busy_core(condition):
             command = [sys.executable, __file__, "--child", "--repeats", str(args.repeats)]
             done = subprocess.run(command, capture_output=True, text=True, check=False)
             if done.returncode != 0:
@@ -119,14 +123,14 @@ def main() -> None:
     for _ in range(args.rounds):
         for condition in CONDITIONS:
             for name, policy in POLICIES.items():
-                medians = cell(policy, condition == "busy", args, threads)
+                medians = cell(policy, condition, args, threads)
                 results.setdefault((condition, name), []).append(medians)
                 print(condition, name, {k: round(v, 2) for k, v in medians.items()}, flush=True)
     header = (
         f"Where OpenMP's threads run, {threads} threads: each cell's medians, one per round ({args.rounds} "
         f"rounds, the cells taking turns). Matmuls: n = {SIZE}, the default plan, blocks of {args.repeats} "
         f"runs after pauses; steps: captured, median of {args.steps}, empty kernel cache. Busy: a process "
-        "spinning on one core for the whole cell."
+        "spinning for the whole cell, free to move; pinned: the same, confined to the last CPU."
     )
     # bench_gemm.py: its timing (blocks) is this script's
     measures: list[str | Path] = [*(f"packages/{m}/src" for m in MEASURES), __file__, "scripts/bench_gemm.py"]
