@@ -147,6 +147,14 @@ MUTANTS: list[Mutant] = [
         PROPERTIES,
         "the bounds of an undecided WHERE are those of its true branch only",
     ),
+    Mutant(
+        "prefetch_lost_with_the_gate",
+        IR + "symbolic.py",
+        "p.load(i, prefetch=x.arg) if g.arg",
+        "p.load(i) if g.arg",
+        (IR_T + "test_symbolic.py",),
+        "a load whose gate simplify decides loses its prefetch hint: the packed matmul runs without it, unsaid",
+    ),
     # ---- uopc-lower: rangeify (movement ops as index arithmetic, padding as gates) ----
     Mutant(
         "pad_gate_dropped",
@@ -326,6 +334,14 @@ MUTANTS: list[Mutant] = [
         (C_T + "test_packing.py",),
         "A's groups are shared among threads that do not divide them: the groups past the last whole share are lost",
     ),
+    Mutant(
+        "panel_not_prefetched",
+        LOWER + "pack.py",
+        "read = packed.load((block * p.blocks[1] + p.reduce) * p.width + inner, prefetch=ahead)",
+        "read = packed.load((block * p.blocks[1] + p.reduce) * p.width + inner)",
+        (C_T + "test_packing.py",),
+        "the packed matmul no longer asks for B's panel ahead: every value the same, the kernel slower (notes 164)",
+    ),
     # ---- uopc-backend-c: the C renderer ----
     Mutant(
         "loop_skips_first",
@@ -399,6 +415,14 @@ MUTANTS: list[Mutant] = [
         "return tile >= 4",
         (C_T + "test_gemm.py", "-k", "register_tiles"),
         "every register tile turns gcc's loop vectorizer off, also where its loads are contiguous",
+    ),
+    Mutant(
+        "prefetch_counts_bytes",
+        C + "render.py",
+        "+ {u.arg} * sizeof *{ptr}",
+        "+ {u.arg}",
+        (C_T + "test_render.py",),
+        "a prefetch hint of n elements asks for the line n bytes ahead: a quarter of the distance for float32",
     ),
     # ---- uopc-backend-c: the kernel cache, checked calls, plans ----
     Mutant(

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from uopc.ir import AxisType, Ops, UOp, linear_terms
 from uopc.lower import Opts, Plan, compile_plan, get_backend, make_plan, normalize
-from uopc.lower.pack import panel_width
+from uopc.lower.pack import PREFETCH_STEPS, panel_width
 
 Array = npt.NDArray[Any]
 
@@ -255,6 +255,21 @@ def test_a_is_packed_only_where_the_reduce_strides_through_it(n: int, layout: st
     where it is stored (m, k), at any size (pack.packs_rows)."""
     plan = make_plan(normalize([matmul(n, n, n, layout)])[0], pack=1)
     assert len(plan.kernels) == (3 if layout == "atb" else 2)
+
+
+@pytest.mark.parametrize("layout", ["ab", "abt", "atb"])
+def test_the_matmul_asks_for_bs_panel_rows_ahead_and_for_nothing_else(layout: str) -> None:
+    """The packed matmul's one prefetch hint is on its read of B's packed copy, PREFETCH_STEPS rows of the
+    panel ahead (a row is the step of k); A, packed or not, is read unhinted (pack.split_range)."""
+    plan = make_plan(normalize([matmul(64, 64, 64, layout)])[0], pack=1)
+    (copy_b, *_, product), (b_step, *_, product_step) = plan.kernels, plan.steps
+    hinted = [u for u in product.ast.toposort() if u.op is Ops.LOAD and u.arg is not None]
+    assert len(hinted) == 1, hinted
+    (read,) = hinted
+    (written,) = copy_b.written
+    assert product_step.buffers[read.src[0].arg.slot] == b_step.buffers[written]  # B's copy, not A or A's copy
+    k = next(u for u in product.ast.toposort() if u.op is Ops.RANGE and u.arg.kind is AxisType.REDUCE)
+    assert read.arg == PREFETCH_STEPS * linear_terms(read.src[1])[0][k]
 
 
 def test_b_stored_by_columns_is_copied_whole_lines_at_a_time() -> None:

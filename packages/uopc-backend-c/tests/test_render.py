@@ -14,7 +14,7 @@ import pytest
 
 from uopc.backend.c import CExecutable, Program, c_literal, render_c
 from uopc.ir import DType, Ops, UOp, dtypes, range_, sink
-from uopc.lower import Kernel, Step, linearize, rangeify
+from uopc.lower import Kernel, Opts, Step, linearize, rangeify
 
 Build = Callable[[Sequence[Kernel], Sequence[Step]], CExecutable]
 
@@ -92,6 +92,26 @@ def test_helpers_are_defined_once_and_only_when_used() -> None:
     source = render_c(linearize(kernel_of(x.maximum(1.0).maximum(x * 2.0))))
     assert source.count("static inline float max_f32") == 1
     assert "min_" not in source and "floordiv" not in source
+
+
+@pytest.mark.o0
+@pytest.mark.parametrize("vector", [False, True])
+def test_a_prefetch_hint_asks_for_the_element_ahead_and_leaves_the_values_alone(vector: bool) -> None:
+    """out[i] = 2 x[i], the read of x hinted 48 elements ahead (UOp.load): one __builtin_prefetch right before
+    the read, of that element's address; the last reads' hints point past x's 96 floats, which must be
+    harmless (CI runs this test under the sanitizers too)."""
+    x, out = UOp.define_global(0, 96), UOp.define_global(1, 96)
+    i = range_(UOp.const(96, dtypes.int32), 0)
+    ast = sink(out.store(i, x.load(i, prefetch=48) * 2.0).end(i))
+    program = linearize(Kernel("k", ast, Opts(vector=(0, 16)) if vector else Opts()))
+    lines = lines_of(render_c(program))
+    hint = line_index(lines, "__builtin_prefetch(")
+    assert "(__UINTPTR_TYPE__)(data0 + " in lines[hint] and "+ 48 * sizeof *data0" in lines[hint]
+    assert "= data0[" in lines[hint + 1] or "(data0 + " in lines[hint + 1]  # the read itself, right after
+    a = np.random.default_rng(4).standard_normal(96).astype(np.float32)
+    got = np.zeros(96, np.float32)
+    Program(render_c(program), "k")(a, got)
+    np.testing.assert_array_equal(got, a * 2)
 
 
 # ---------------------------------------------------------------------------------------------------------

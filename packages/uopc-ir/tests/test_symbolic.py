@@ -470,3 +470,12 @@ def test_run_of_a_scalar_and_of_a_sink_is_rejected_cleanly() -> None:
 def test_run_rejects_programs_that_are_not_closed(program: UOp, reason: str) -> None:
     with pytest.raises(RunError, match=reason):
         run(program)
+
+
+@pytest.mark.parametrize("prefetch", [None, 16])
+def test_a_load_whose_gate_is_decided_keeps_its_prefetch_hint_or_reads_nothing(prefetch: int | None) -> None:
+    a = UOp.define_global(0, 64)
+    i = range_(8, 0)
+    always, never = (a.load(i * 8, i < 8 + k, prefetch) for k in (0, -8))  # i < 8 holds, i < 0 never does
+    assert simplify(always) is a.load(i * 8, prefetch=prefetch)
+    assert simplify(never) is UOp.const(0.0)

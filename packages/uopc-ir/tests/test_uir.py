@@ -115,13 +115,14 @@ def test_fmt_renumbers_and_drops_dead_lines() -> None:
 
 
 def _lowered_kernel() -> UOp:
-    """out[i] = sum_j a[i*3 + j] * 2, as loops over memory, with every kind of lowered node."""
+    """out[i] = sum_j a[i*3 + j] * 2, as loops over memory, with every kind of lowered node (a load with a
+    prefetch hint among them)."""
     a, out = UOp.define_global(0, 12), UOp.define_global(1, 4)
     i, j = range_(4, 0), range_(3, 1, AxisType.REDUCE)
     acc = UOp(Ops.DEFINE_ACC, dtypes.float32, (UOp.const(0.0), i), 0)
     step = UOp(Ops.ACCUMULATE, dtypes.float32, (acc, a.load(i * 3 + j, j < 3) * 2.0, j), Ops.ADD)
     total = step.end(j)
-    red = UOp(Ops.REDUCE, dtypes.float32, (a.load(i * 3 + j), j), Ops.MAX)
+    red = UOp(Ops.REDUCE, dtypes.float32, (a.load(i * 3 + j, prefetch=6), j), Ops.MAX)
     return sink(out.store(i, total + red).end(i))
 
 
@@ -183,6 +184,7 @@ def test_the_examples_are_shipped() -> None:
 # ---- errors ---------------------------------------------------------------------------------------------
 
 
+_PTR = "%0 = define_global f32* : slot=0 size=4"
 # (program, the line with the mistake, that line up to the offending token, what the message says)
 SYNTAX_ERRORS = [
     ("%0 = add 1,", "%0 = add 1,", "%0 = add 1,", "expected an operand"),
@@ -211,6 +213,9 @@ SYNTAX_ERRORS = [
     ),
     ("%0 = const 1\n%1 = call %0 : 5", "%1 = call %0 : 5", "%1 = call %0 : ", "expected the CALL's name"),
     ("%0 = stack 1, 2\n%1 = reshape %0 : x=2", "%1 = reshape %0 : x=2", "%1 = reshape %0 : ", "takes a plain value"),
+    (f"{_PTR}\n%1 = load %0, 0 : ahead=2", "%1 = load %0, 0 : ahead=2", "%1 = load %0, 0 : ", "the arg prefetch=..."),
+    (f"{_PTR}\n%1 = load %0, 0 : prefetch=0", "%1 = load %0, 0 : prefetch=0", "%1 = ", "a positive number of"),
+    (f"{_PTR}\n%1 = load %0, 0 : prefetch=2.5", "%1 = load %0, 0 : prefetch=2.5", "%1 = ", "elements ahead or None"),
 ]
 
 

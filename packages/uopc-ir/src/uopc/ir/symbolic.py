@@ -232,9 +232,9 @@ def fold_by_bounds(x: UOp) -> UOp | None:
     return UOp.const(lo, x.scalar_dtype) if lo == hi else None
 
 
-def _gated_load(p: UOp, i: UOp, g: UOp) -> UOp:
-    """A load whose gate is decided: a plain load, or no load at all and the value 0."""
-    return p.load(i) if g.arg else UOp.const(round_to(p.scalar_dtype, 0), p.scalar_dtype)
+def _gated_load(x: UOp, p: UOp, i: UOp, g: UOp) -> UOp:
+    """A load whose gate is decided: a plain load (keeping its prefetch hint), or no load at all and the value 0."""
+    return p.load(i, prefetch=x.arg) if g.arg else UOp.const(round_to(p.scalar_dtype, 0), p.scalar_dtype)
 
 
 def _gated_store(p: UOp, i: UOp, v: UOp, g: UOp) -> UOp | None:
@@ -298,7 +298,7 @@ symbolic_rules: list[tuple[UPat, RuleFn]] = [
     (_x | UPat.cvar("c", dtypes.bool), lambda x, c: c if c.arg else x),  # x | true -> true, x | false -> x
     (_x & _x, lambda x: x),  # x & x -> x
     # load(p, i, gate=true) -> load(p, i), and load(p, i, gate=false) -> 0
-    (UPat(Ops.LOAD, src=(UPat.var("p"), UPat.var("i"), UPat.cvar("g"))), _gated_load),
+    (UPat(Ops.LOAD, src=(UPat.var("p"), UPat.var("i"), UPat.cvar("g")), name="x"), _gated_load),
     # store(p, i, v, gate=true) -> store(p, i, v); a false gate stays (a statement cannot fold to nothing)
     (UPat(Ops.STORE, src=(UPat.var("p"), UPat.var("i"), UPat.var("v"), UPat.cvar("g"))), _gated_store),
     # Integers only: floats are not associative, so no rule below ever sees one.

@@ -154,6 +154,7 @@ ARG_CODECS: dict[Ops, Codec] = {
     Ops.REDUCE_AXIS: (lambda a: _keyed(op=a[0], axes=a[1]), _decode_reduce_axis),
     Ops.REDUCE: (lambda a: _keyed(op=a), lambda v, p: _op_word(_get(v, ("op",), p)[0], p)),
     Ops.ACCUMULATE: (lambda a: _keyed(op=a), lambda v, p: _op_word(_get(v, ("op",), p)[0], p)),
+    Ops.LOAD: (lambda a: _keyed(prefetch=a), lambda v, p: _get(v, ("prefetch",), p)[0]),
     **dict.fromkeys(Ops.MOVEMENT, (_value_text, _decode_plain)),
 }
 

@@ -260,10 +260,12 @@ class UOp(OpMixin[ConstValue]):
         return self.reduce(Ops.ADD, axes)
 
     # ---- memory and loops in lowered graphs ----
-    def load(self, index: UOp, gate: UOp | None = None) -> UOp:
-        """Read element `index` of this pointer; where `gate` is false nothing is read and the value is 0."""
+    def load(self, index: UOp, gate: UOp | None = None, prefetch: int | None = None) -> UOp:
+        """Read element `index` of this pointer; where `gate` is false nothing is read and the value is 0.
+        `prefetch` (the arg) is a hint, not a read: the element `prefetch` places after `index` will be read
+        soon, so a backend may ask the cache for it now. The value is the same with or without it."""
         src = (self, index) if gate is None else (self, index, gate)
-        return UOp(Ops.LOAD, self.scalar_dtype, src)
+        return UOp(Ops.LOAD, self.scalar_dtype, src, prefetch)
 
     def store(self, index: UOp, value: UOp, gate: UOp | None = None) -> UOp:
         """Write `value` to element `index` of this pointer; where `gate` is false nothing is written."""
@@ -649,6 +651,8 @@ def _check_load(u: UOp) -> Shape:
         raise _fail(u, f"gate must be bool, got {u.src[2].dtype.name}")
     if u.dtype is not u.src[0].dtype.base:
         raise _fail(u, f"loads {u.src[0].dtype.base.name}, not {u.dtype.name}")
+    if u.arg is not None and (type(u.arg) is not int or u.arg < 1):
+        raise _fail(u, f"prefetch (the arg) must be a positive number of elements ahead or None, got {u.arg!r}")
     return ()
 
 
@@ -793,4 +797,5 @@ _TAKES_ARG = Ops.MOVEMENT | {
     Ops.DEFINE_ACC,
     Ops.ACCUMULATE,
     Ops.MMA,
+    Ops.LOAD,
 }

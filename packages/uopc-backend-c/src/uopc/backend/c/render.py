@@ -277,6 +277,7 @@ class _CWriter(KernelWriter):
             self.end_range(u.src[0])
         elif u.op is Ops.LOAD:
             ptr, idx = self.expr[u.src[0]], self.expr[u.src[1]]
+            self.prefetch(u)
             read = f"{ptr}[{idx}]"
             if u.dtype is dtypes.bfloat16:
                 self.helpers["bf16_load"] = BF16_HELPERS["bf16_load"]
@@ -306,6 +307,15 @@ class _CWriter(KernelWriter):
         else:
             raise RenderError(f"the C renderer has no rule for {u.op.name}")
 
+    def prefetch(self, u: UOp) -> None:
+        """A load's prefetch hint (UOp.load) as gcc's __builtin_prefetch of the element u.arg places on. The
+        address is computed as an integer: that element may lie past the buffer's end (the last steps of a
+        loop), where a pointer may not point in C, but a prefetch of any address is harmless."""
+        if u.arg is not None:
+            ptr, idx = self.expr[u.src[0]], self.expr[u.src[1]]
+            address = f"(__UINTPTR_TYPE__)({ptr} + {idx}) + {u.arg} * sizeof *{ptr}"
+            self.line(f"__builtin_prefetch((const void*)({address}));")
+
     def vector_statement(self, u: UOp) -> bool:
         """Write `u` if it is part of a vector axis (vector_values); whether it was."""
         lanes = self.vectors.get(u)
@@ -318,6 +328,7 @@ class _CWriter(KernelWriter):
             return False
         elif u.op is Ops.LOAD:  # a gate is the same for all lanes (check_vector): the whole vector or zeros
             self.helpers[lanes] = vector_typedefs(lanes)
+            self.prefetch(u)
             read = f"*(const {lanes}_u*)({self.expr[u.src[0]]} + {self.expr[u.src[1]]})"
             self.value(u, read if len(u.src) == 2 else f"{self.expr[u.src[2]]} ? {read} : ({lanes}_u){{}}", "val")
         elif u.op is Ops.STORE:
