@@ -335,7 +335,8 @@ def split_range(kernel: UOp, p: Packable, outermost: bool) -> tuple[UOp, int]:
     (keeping its axis) and a range over the block (a new axis). With `outermost`, the block loop goes outside
     all others: B's panels, each read from cache by every row of A, the read hinted to prefetch the panel
     PREFETCH_STEPS rows of k ahead. A's groups are not hinted: the upcast copies its read once per row of
-    the tile, and eight prefetches of one line per step of k made A.T @ B 4-7% slower than none (notes 164)."""
+    the tile, and eight prefetches of one line per step of k made A.T @ B 4-7% slower than none; one per step
+    did not pay in the plans either (notes 164)."""
     axis = 1 + max(u.arg.axis for u in kernel.toposort() if u.op is Ops.RANGE)
     index_dtype = p.column.scalar_dtype
     block = range_(UOp.const(p.blocks[0], index_dtype), p.column.arg.axis)
