@@ -60,7 +60,7 @@ class Ops(enum.Enum):
     # memory
     BUFFER = enum.auto()  # shaped: a flat input array; arg = BufferArg(slot, size)
     DEFINE_GLOBAL = enum.auto()  # lowered: a kernel's pointer parameter; arg = BufferArg(slot, size)
-    LOAD = enum.auto()  # src = (pointer, index) or (pointer, index, gate)
+    LOAD = enum.auto()  # src = (pointer, index) or (pointer, index, gate); arg: None, or a prefetch hint (UOp.load)
     STORE = enum.auto()  # src = (pointer, index, value) or (pointer, index, value, gate)
     DEFINE_ACC = enum.auto()  # src = (initial value, *enclosing ranges); arg = accumulator number
     ACCUMULATE = enum.auto()  # src = (accumulator, value, *reduce ranges); arg = op: acc = op(acc, value)

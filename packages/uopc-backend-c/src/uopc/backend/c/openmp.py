@@ -65,13 +65,14 @@ def starting_runtime() -> Iterator[None]:
             return
         binds = binds_workers()
         cpus = os.sched_getaffinity(0) if binds else set()
+        # written inline, not through a local: appendix A's scanner finds SPIN and BINDING in this argument
         os.environ.update(settings := (SPIN if spins_short() else {}) | (BINDING if binds else {}))
         try:
             yield
         finally:
             for name in settings:
                 os.environ.pop(name, None)
-            if loaded_runtime() is not None:
+            if runtime_loaded():
                 _STARTED.set()
             if binds:
                 keep_master_cpus(cpus)
@@ -86,14 +87,22 @@ def keep_master_cpus(cpus: set[int]) -> None:
         os.sched_setaffinity(0, cpus)
 
 
-def loaded_runtime() -> str | None:
-    """The libgomp this process has loaded, which the next kernel library will share: its path where /proc
-    says, else its name; None where none is loaded, or where the system cannot say (no RTLD_NOLOAD)."""
+def runtime_loaded() -> bool:
+    """Whether this process has loaded a libgomp, which the next kernel library will share; False where the
+    system cannot say (no RTLD_NOLOAD)."""
     if not hasattr(os, "RTLD_NOLOAD"):
-        return None
+        return False
     try:
         ctypes.CDLL(RUNTIME, mode=os.RTLD_NOLOAD)
     except OSError:
+        return False
+    return True
+
+
+def loaded_runtime() -> str | None:
+    """The libgomp this process has loaded (runtime_loaded): its path where /proc says, else its name; None
+    where none is loaded."""
+    if not runtime_loaded():
         return None
     with contextlib.suppress(OSError):
         for line in Path("/proc/self/maps").read_text().splitlines():
