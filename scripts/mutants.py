@@ -153,7 +153,7 @@ MUTANTS: list[Mutant] = [
         "p.load(i, prefetch=x.arg) if g.arg",
         "p.load(i) if g.arg",
         (IR_T + "test_symbolic.py",),
-        "a load whose gate simplify decides loses its prefetch hint: the packed matmul runs without it, unsaid",
+        "a load whose gate simplify decides loses its prefetch hint: a rewrite drops what the lowering asked for",
     ),
     # ---- uopc-lower: rangeify (movement ops as index arithmetic, padding as gates) ----
     Mutant(
